@@ -1,0 +1,29 @@
+"""The one registry of ``tt.*`` attribute keys.
+
+Every PrimFunc / block attribute the TT backend reads or writes is named here; no other module spells
+a ``"tt."`` key (a test enforces it).
+"""
+
+# User annotations, attached by tilelang_tt.language as block attributes of "tilelang_root".
+SCHEDULE_ANNOTATION = "tt.schedule_annotation"
+SHARDING_ANNOTATION = "tt.sharding_annotation"
+
+# PrimFunc attributes written by the passes.
+GRID = "tt.grid"                      # GridToPersistentTT: [grid_y, grid_x]
+SCHEDULE = "tt.schedule"              # GridToPersistentTT: policy/order/... and per-core mapping
+RUNTIME_ARGS = "tt.runtime_args"      # GridToPersistentTT: names of the per-core schedule args
+CORE_RANGES = "tt.core_ranges"        # TTShardToCoreMap: [[[y0, x0], [y1, x1]], ...] inclusive
+SHARDS = "tt.shards"                  # TTShardToCoreMap: {buffer: {axis, tiles, placement, ...}}
+PADDING = "tt.padding"                # TilePadTT: {buffer: {logical, padded}}
+CB = "tt.cb"                          # MemorySpaceLowerTT: {buffer: {index, format, page_size, depth, ...}}
+TENSORIZED = "tt.tensorized"          # TensorizeTT: True once every tile op is a TT intrinsic
+DEVICE = "tt.device"                  # pipeline: the arch name
+OPTIONS = "tt.options"                # pipeline: target options (max_cores, tensorize, ...)
+
+# Loop annotations.
+PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by GridToPersistentTT
+
+ALL_KEYS = (
+    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, CORE_RANGES, SHARDS, PADDING,
+    CB, TENSORIZED, DEVICE, OPTIONS, PERSISTENT_LOOP,
+)

@@ -1,0 +1,54 @@
+"""Exceptions raised by tilelang-tt.
+
+Every error a user can trigger is a :class:`TTError`. Its message names the construct, the limit and
+the actual value, suggests a fix, and carries the TileLang source line when one is known, so that a
+bad kernel never surfaces as a TVM internal traceback.
+"""
+
+
+class TTError(Exception):
+    """Base class of every tilelang-tt error."""
+
+    def __init__(self, message: str, *, construct: str | None = None, fix: str | None = None,
+                 source: str | None = None):
+        self.construct = construct
+        self.fix = fix
+        self.source = source
+        parts = [f"{construct}: {message}" if construct else message]
+        if source:
+            parts.append(f"  at {source}")
+        if fix:
+            parts.append(f"  fix: {fix}")
+        super().__init__("\n".join(parts))
+
+
+class TTTargetError(TTError, ValueError):
+    """A bad ``target="tt ..."`` string or dict."""
+
+
+class TTAnnotationError(TTError, ValueError):
+    """A malformed ``T.annotate_tt_schedule`` / ``T.annotate_tt_sharding`` / ``T.TTShard``."""
+
+
+class TTScheduleError(TTError):
+    """A static schedule that does not cover every block exactly once or does not fit the device."""
+
+
+class TTShapeError(TTError):
+    """A tensor or block extent the TT backend cannot tile (for now: not a multiple of 32)."""
+
+
+class TTUnsupportedError(TTError):
+    """A TileLang construct the TT backend cannot lower."""
+
+
+class TTLoweringError(TTError):
+    """A pass found IR it must handle but whose shape it does not recognise."""
+
+
+class TTPlanError(TTError):
+    """The generated ``tt.plan.json`` violates its schema (an internal consistency check)."""
+
+
+class TTVersionError(TTError, ImportError):
+    """The installed TileLang is not a version this plugin was built against."""

@@ -1,0 +1,73 @@
+"""The TT lowering pipeline: the whole pass order, in one place.
+
+    BindTarget -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> MemorySpaceLowerTT
+               -> TensorizeTT (unless the target says tensorize=false) -> mark as device kernel
+
+Set ``TILELANG_TT_DUMP_IR=<dir>`` to write the IR after every pass to ``<dir>/<kernel>/NN_<pass>.py``
+(``TILELANG_TT_DUMP_IR=1`` logs it at INFO level instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from tvm import IRModule, tirx
+from tvm.target import Target
+
+from . import attrs
+from .target import TTOptions, options_from_target
+from .transform import GridToPersistentTT, MemorySpaceLowerTT, TensorizeTT, TilePadTT, TTShardToCoreMap
+
+logger = logging.getLogger(__name__)
+
+DUMP_ENV = "TILELANG_TT_DUMP_IR"
+DEVICE_KERNEL_LAUNCH = 2   # tvm CallingConv.DEVICE_KERNEL_LAUNCH: routes the function to device codegen
+
+
+def passes(options: TTOptions):
+    """(name, pass) in pipeline order."""
+    dev = options.device
+    seq = [
+        ("GridToPersistentTT", GridToPersistentTT(options)),
+        ("TTShardToCoreMap", TTShardToCoreMap(dev.grid_x)),
+        ("TilePadTT", TilePadTT()),
+        ("MemorySpaceLowerTT", MemorySpaceLowerTT(dev)),
+    ]
+    if options.tensorize:
+        seq.append(("TensorizeTT", TensorizeTT(dev)))
+    return seq
+
+
+def _dump(mod: IRModule, step: int, name: str) -> None:
+    where = os.environ.get(DUMP_ENV)
+    if not where:
+        return
+    for gv, func in mod.functions.items():
+        text = func.script() if hasattr(func, "script") else str(func)
+        if where in ("1", "log"):
+            logger.info("IR after %s (%s):\n%s", name, gv.name_hint, text)
+            continue
+        from .artifact import safe_name
+
+        out = Path(where) / safe_name(gv.name_hint)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{step:02d}_{name}.py").write_text(text)
+
+
+def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None) -> IRModule:
+    if target is not None:
+        mod = tirx.transform.BindTarget(target)(mod)
+    _dump(mod, 0, "Input")
+    mod = IRModule({gv: f.with_attr(attrs.OPTIONS, options.as_dict()).with_attr(attrs.DEVICE, options.arch)
+                    for gv, f in mod.functions.items()})
+    for step, (name, p) in enumerate(passes(options), start=1):
+        mod = p(mod)
+        _dump(mod, step, name)
+    return IRModule({gv: f.with_attr("calling_conv", DEVICE_KERNEL_LAUNCH) for gv, f in mod.functions.items()})
+
+
+def TTPassPipelineBody(mod: IRModule, target: Target) -> IRModule:
+    """The PassPipeline body TileLang calls for a tt target."""
+    return lower_module(mod, options_from_target(target), target)

@@ -1,0 +1,140 @@
+"""The ``tt`` target: spellings, options and the TVM Target that carries them.
+
+TileLang 0.1.15's TVM has no ``tt`` target kind and rejects unknown attributes on the kinds it has, so
+``tt`` targets are ``ext_dev`` targets whose ``keys`` are ``["tt", <arch>, "opt:<name>=<value>", ...]``.
+Accepted spellings: ``"tt"``, ``"tt -arch=blackhole -max_cores=16 -compile_only"``, and
+``{"kind": "tt", "arch": "blackhole", "max_cores": 16, "compile_only": True}``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tvm.target import Target
+
+from .device import DEFAULT_ARCH, DEVICES, DeviceProfile, get_device
+from .errors import TTTargetError
+
+_OPT_PREFIX = "opt:"
+MATH_FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
+
+
+@dataclass(frozen=True)
+class TTOptions:
+    """Everything a ``tt`` target can say. Defaults make kernels "just work"."""
+
+    arch: str = DEFAULT_ARCH
+    max_cores: int | None = None          # restrict the grid, like ttnn.jit's max_grid
+    compile_only: bool = False            # dry run: emit the artifact, never execute
+    tensorize: bool = True                # False: fail clearly instead of tensorizing (debug)
+    math_fidelity: str = "HiFi4"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def device(self) -> DeviceProfile:
+        return get_device(self.arch)
+
+    def core_limit(self) -> int:
+        n = self.device.num_cores
+        return n if self.max_cores is None else min(n, self.max_cores)
+
+    def as_dict(self) -> dict:
+        return {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
+                "tensorize": self.tensorize, "math_fidelity": self.math_fidelity}
+
+
+_BOOL_TRUE = {"1", "true", "yes", "on"}
+_BOOL_FALSE = {"0", "false", "no", "off"}
+
+
+def _coerce(name: str, value) -> object:
+    if name == "arch":
+        value = str(value)
+        if value not in DEVICES:
+            raise TTTargetError(f"unknown arch {value!r}", construct="target option 'arch'",
+                                fix=f"use one of {sorted(DEVICES)}")
+        return value
+    if name == "max_cores":
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            n = None
+        if n is None or n <= 0 or isinstance(value, bool):
+            raise TTTargetError(f"max_cores must be a positive integer, got {value!r}",
+                                construct="target option 'max_cores'", fix="e.g. max_cores=16")
+        return n
+    if name in ("compile_only", "tensorize"):
+        if isinstance(value, bool):
+            return value
+        text = str(value).lower()
+        if text in _BOOL_TRUE:
+            return True
+        if text in _BOOL_FALSE:
+            return False
+        raise TTTargetError(f"{name} must be a boolean, got {value!r}", construct=f"target option '{name}'")
+    if name == "math_fidelity":
+        if value not in MATH_FIDELITIES:
+            raise TTTargetError(f"unknown math fidelity {value!r}", construct="target option 'math_fidelity'",
+                                fix=f"use one of {list(MATH_FIDELITIES)}")
+        return value
+    raise TTTargetError(f"unknown option {name!r}", construct="tt target",
+                        fix="options are arch, max_cores, compile_only, tensorize, math_fidelity")
+
+
+def make_options(**kwargs) -> TTOptions:
+    values = {name: _coerce(name, v) for name, v in kwargs.items() if v is not None}
+    return TTOptions(**values)
+
+
+def _parse_cli(text: str) -> dict | None:
+    """Parse ``"tt -arch=X -max_cores=N -compile_only"``; None when the string is not a tt target."""
+    parts = shlex.split(text)
+    if not parts or parts[0] != "tt":
+        return None
+    opts: dict[str, object] = {}
+    for part in parts[1:]:
+        if not part.startswith("-"):
+            raise TTTargetError(f"cannot parse {part!r} in target {text!r}", construct="tt target",
+                                fix='write options as "-name=value", e.g. "tt -arch=blackhole"')
+        name, sep, value = part.lstrip("-").partition("=")
+        opts[name] = value if sep else True
+    return opts
+
+
+def make_tt_target(options: TTOptions) -> Target:
+    keys = ["tt", options.arch]
+    for name, value in sorted(options.as_dict().items()):
+        if name != "arch" and value is not None:
+            keys.append(f"{_OPT_PREFIX}{name}={value}")
+    return Target({"kind": "ext_dev", "keys": keys, "device": "tt", "model": options.arch})
+
+
+def is_tt_target(target: Target) -> bool:
+    return target.kind.name == "ext_dev" and "tt" in [str(k) for k in target.keys]
+
+
+def options_from_target(target: Target) -> TTOptions:
+    if not is_tt_target(target):
+        raise TTTargetError(f"{target} is not a tt target", construct="target")
+    values: dict[str, object] = {"arch": str(target.attrs.get("model", DEFAULT_ARCH))}
+    for key in target.keys:
+        key = str(key)
+        if key.startswith(_OPT_PREFIX):
+            name, _, value = key[len(_OPT_PREFIX):].partition("=")
+            values[name] = None if value == "None" else value
+    return make_options(**values)
+
+
+def normalize_tt_target(target) -> Target | None:
+    """TileLang target normalizer: return a Target for tt spellings, None for anything else."""
+    if isinstance(target, Target):
+        return target if is_tt_target(target) else None
+    if isinstance(target, str):
+        opts = _parse_cli(target.strip())
+        return None if opts is None else make_tt_target(make_options(**opts))
+    if isinstance(target, Mapping) and target.get("kind") == "tt":
+        opts = {k: v for k, v in target.items() if k != "kind"}
+        return make_tt_target(make_options(**opts))
+    return None

@@ -1,0 +1,9 @@
+"""The TT passes, one per file. The order they run in is in ``tilelang_tt.pipeline``."""
+
+from .grid_to_persistent import GridToPersistentTT
+from .memory_space_lower import MemorySpaceLowerTT
+from .shard_to_core_map import TTShardToCoreMap
+from .tensorize import TensorizeTT
+from .tile_pad import TilePadTT
+
+__all__ = ["GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT"]

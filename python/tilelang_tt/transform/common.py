@@ -1,0 +1,130 @@
+"""IR helpers shared by the TT passes: operator identities, region decoding, source locations.
+
+Everything here matches IR by structure (``Op`` identity, node types, ``IterVar.thread_tag``), never by
+variable names or printed text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import tirx
+from tvm.ir import Op
+
+from ..errors import TTLoweringError
+
+TILE = 32
+
+
+def op(name: str) -> Op:
+    return Op.get(name)
+
+
+class TileOps:
+    """Identities of the TileLang operators the TT passes consume (looked up once)."""
+
+    copy = op("tl.tileop.copy")
+    fill = op("tl.tileop.fill")
+    gemm = op("tl.tileop.gemm")
+    region = op("tl.region")
+    launch_thread_idx = op("tl.launch_thread_idx")
+
+
+def is_call_to(node, target_op: Op) -> bool:
+    return isinstance(node, tirx.Call) and isinstance(node.op, Op) and node.op.same_as(target_op)
+
+
+def tile_op_call(stmt) -> tirx.Call | None:
+    """The ``tl.tileop.*`` call of an ``Evaluate`` statement, else None."""
+    if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tirx.Call) and isinstance(stmt.value.op, Op):
+        name = stmt.value.op.name
+        if name.startswith("tl.tileop."):
+            return stmt.value
+    return None
+
+
+def source_of(func: tirx.PrimFunc) -> str:
+    """``file:line (kernel name)`` of the TileLang function, as precise as the frontend recorded it."""
+    name = str(func.attrs.get("global_symbol", "<kernel>")) if func.attrs else "<kernel>"
+    span = getattr(func, "span", None)
+    if span is not None and span.source_name is not None:
+        return f"{span.source_name.name}:{span.line} (kernel '{name}')"
+    return f"kernel '{name}'"
+
+
+def describe(node) -> str:
+    """A one-line rendering of a statement for error messages."""
+    try:
+        text = node.script() if hasattr(node, "script") else str(node)
+    except Exception:  # printing tilelang IR can fail; the type is still informative
+        text = type(node).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return lines[0][:160] if lines else type(node).__name__
+
+
+@dataclass(frozen=True)
+class Region:
+    """A ``tl.region``: a rectangular window of a buffer."""
+
+    buffer: tirx.Buffer
+    mins: tuple            # PrimExpr per dimension
+    extents: tuple         # int per dimension
+    access: int            # 1 = read, 2 = write, 3 = read-write
+
+    @property
+    def scope(self) -> str:
+        return buffer_scope(self.buffer)
+
+
+def int_value(expr, what: str, source: str | None = None) -> int:
+    if isinstance(expr, (int,)):
+        return int(expr)
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    raise TTLoweringError(f"{what} must be a compile-time constant, got {expr}", construct=what, source=source,
+                          fix="use static shapes (symbolic shapes are not supported yet)")
+
+
+def decode_region(expr, source: str | None = None) -> Region:
+    if is_call_to(expr, TileOps.region):
+        load = expr.args[0]
+        access = int_value(expr.args[1], "region access")
+        extents = tuple(int_value(e, "region extent", source) for e in expr.args[2:])
+        mins = tuple(load.indices)
+        if len(extents) < len(mins):  # leading unit dimensions are implicit
+            extents = (1,) * (len(mins) - len(extents)) + extents
+        return Region(load.buffer, mins, extents, access)
+    if isinstance(expr, tirx.BufferLoad):
+        return Region(expr.buffer, tuple(expr.indices), tuple(1 for _ in expr.indices), 1)
+    raise TTLoweringError(f"expected a buffer region, got {describe(expr)}", construct="tile operator argument",
+                          source=source)
+
+
+def buffer_scope(buf: tirx.Buffer) -> str:
+    return str(buf.scope())
+
+
+def is_global(buf: tirx.Buffer) -> bool:
+    return buffer_scope(buf) == "global"
+
+
+def static_shape(buf: tirx.Buffer, source: str | None = None) -> tuple[int, ...]:
+    return tuple(int_value(s, f"shape of {buf.name}", source) for s in buf.shape)
+
+
+def tile_shape_2d(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, cols) in tiles of a 2-D-or-more shape: leading dims fold into rows."""
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    return rows // TILE, shape[-1] // TILE
+
+
+def simplify(expr):
+    return tvm.arith.Analyzer().simplify(expr)
+
+
+def prim_func_pass(name: str):
+    """Decorator: a module pass over every PrimFunc, named for the IR dump."""
+    return tirx.transform.prim_func_pass(opt_level=0, name=name)

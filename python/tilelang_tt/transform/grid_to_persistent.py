@@ -1,0 +1,181 @@
+"""GridToPersistentTT: turn the ``T.Kernel`` launch grid into a per-core persistent loop.
+
+In:  a TileLang PrimFunc whose body is the frontend's ``T.Kernel`` nest: ``For`` loops bound to
+     ``blockIdx.x`` / ``blockIdx.y`` (``For.thread_binding.thread_tag``), the ``tl.launch_thread_idx``
+     placeholders, and the ``"tilelang_root"`` block. An optional ``T.annotate_tt_schedule`` block
+     attribute selects the schedule; the defaults are ``contiguous`` + ``row_major``.
+Out: the same function with new int32 parameters (the per-core runtime args of the policy) and body::
+
+         for n in range(count):                       # annotated tt.persistent_loop
+             by = <schedule order>(n, runtime args)   # flat Bind statements
+             bx = ...
+             <tilelang_root block, unchanged>
+
+Attributes written: ``tt.grid`` = [grid_y, grid_x]; ``tt.schedule`` = {policy, order, rect?, stride?,
+     chunk knobs, num_cores, mapping (per core), common args}; ``tt.runtime_args`` = the new parameters'
+     names, in order.
+Errors (TTLoweringError / TTScheduleError / TTUnsupportedError): no blockIdx grid; a blockIdx.z extent > 1;
+     a nest that is not the frontend's shape; non-positive or symbolic extents; a body that reads
+     threadIdx (``tx``/``ty``/``tz``) or contains other thread-bound loops; a schedule that misses or
+     repeats a block.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+from .. import attrs
+from ..errors import TTLoweringError, TTScheduleError, TTUnsupportedError
+from ..schedule import ScheduleSpec, build_schedule, make_schedule_spec
+from ..target import TTOptions
+from .common import TileOps, describe, is_call_to, prim_func_pass, source_of
+
+_GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+def _find_schedule_annotation(stmt) -> ScheduleSpec:
+    found = []
+
+    def visit(node):
+        if isinstance(node, tirx.SBlock) and attrs.SCHEDULE_ANNOTATION in node.annotations:
+            found.append(node.annotations[attrs.SCHEDULE_ANNOTATION])
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    if not found:
+        return ScheduleSpec()
+    ann = found[-1]
+
+    def get(key):
+        if key not in ann:
+            return None
+        value = ann[key]
+        if isinstance(value, (tvm.ir.container.Array, list, tuple)):
+            return tuple(int(v) for v in value)
+        if isinstance(value, (int, tirx.IntImm)):
+            return int(value)
+        return str(value)
+
+    return make_schedule_spec(get("policy") or "contiguous", get("order") or "row_major", get("rect"),
+                              get("stride"), get("chunk_k_tiles"), get("qk_chunk_tiles"))
+
+
+def _uses_any(stmt, variables) -> bool:
+    targets = {v for v in variables}
+    hit = []
+
+    def visit(node):
+        if isinstance(node, tirx.Var) and any(node.same_as(v) for v in targets):
+            hit.append(node)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return bool(hit)
+
+
+def _order_exprs(bid, grid_y: int, grid_x: int, k: int | None):
+    """TIR twin of ``schedule.order_to_coord``: (by, bx) of block id ``bid``."""
+    if k is None:
+        return tirx.floordiv(bid, grid_x), tirx.floormod(bid, grid_x)
+    band = tirx.floordiv(bid, k * grid_x)
+    band_h = tirx.min(tirx.IntImm("int32", k), grid_y - band * k)
+    r = tirx.floormod(bid, k * grid_x)
+    group = tirx.floordiv(r, band_h * k)
+    group_w = tirx.min(tirx.IntImm("int32", k), grid_x - group * k)
+    q = r - group * band_h * k
+    return band * k + tirx.floordiv(q, group_w), group * k + tirx.floormod(q, group_w)
+
+
+def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
+    src = source_of(func)
+    body = func.body
+    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
+        body = body.block.body
+
+    grid: dict[str, tuple[tirx.Var, int]] = {}
+    while isinstance(body, tirx.For) and body.thread_binding is not None:
+        tag = str(body.thread_binding.thread_tag)
+        if tag not in _GRID_TAGS:
+            raise TTUnsupportedError(f"loop bound to {tag} outside the T.Kernel body", construct="T.Kernel",
+                                     source=src, fix="TT kernels are launched over a blockIdx grid only")
+        if not isinstance(body.extent, tirx.IntImm):
+            raise TTUnsupportedError(f"grid extent {body.extent} of {tag} is symbolic", construct="T.Kernel grid",
+                                     source=src, fix="use static shapes (dynamic grids come later)")
+        extent = int(body.extent.value)
+        if extent <= 0:
+            raise TTScheduleError(f"grid extent of {tag} is {extent}", construct="T.Kernel grid", source=src,
+                                  fix="every grid dimension needs at least one block")
+        grid[tag] = (body.loop_var, extent)
+        body = body.body
+    if not grid:
+        raise TTLoweringError("no T.Kernel grid (no loop bound to blockIdx.x/y) found", construct="T.Kernel",
+                              source=src, fix="write the kernel body inside `with T.Kernel(gx, gy) as (bx, by):`")
+    if grid.get("blockIdx.z", (None, 1))[1] != 1:
+        raise TTUnsupportedError(f"a 3-D grid (blockIdx.z extent {grid['blockIdx.z'][1]})", construct="T.Kernel",
+                                 source=src, fix="fold the batch dimension into grid_y")
+
+    # Drop the thread-index placeholders; a body that still needs them cannot be expressed per tile.
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    thread_vars, kept = [], []
+    for s in stmts:
+        if isinstance(s, tirx.Bind) and is_call_to(s.value, TileOps.launch_thread_idx):
+            thread_vars.append(s.var)
+        else:
+            kept.append(s)
+    inner = kept[0] if len(kept) == 1 else tirx.SeqStmt(kept)
+    if thread_vars and _uses_any(inner, thread_vars):
+        raise TTUnsupportedError("the kernel body reads threadIdx (tx/ty/tz); TT kernels compute whole tiles, "
+                                 "so per-thread code has no meaning", construct="T.Kernel threads", source=src,
+                                 fix="express the body with tile operators (T.copy, T.gemm, T.Parallel)")
+
+    def reject_thread_loops(node):
+        if isinstance(node, tirx.For) and node.thread_binding is not None:
+            raise TTUnsupportedError(f"loop bound to {node.thread_binding.thread_tag} inside the kernel body",
+                                     construct=describe(node), source=src,
+                                     fix="use T.Parallel / tile operators instead of explicit thread loops")
+
+    tirx.stmt_functor.post_order_visit(inner, reject_thread_loops)
+
+    spec = _find_schedule_annotation(inner)
+    grid_x = grid.get("blockIdx.x", (None, 1))[1]
+    grid_y = grid.get("blockIdx.y", (None, 1))[1]
+    dev = options.device
+    sched = build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src)
+
+    arg_vars = {name: tirx.Var(name, "int32") for name in sched.runtime_arg_names}
+    n = tirx.Var("n", "int32")
+    k = spec.block_linear_k
+    if spec.policy == "contiguous":
+        by_e, bx_e = _order_exprs(arg_vars["start_id"] + n, grid_y, grid_x, k)
+    elif spec.policy == "strided":
+        by_e, bx_e = _order_exprs(arg_vars["first_id"] + n * sched.common_args["step"], grid_y, grid_x, k)
+    else:
+        rw = arg_vars["rect_w"]
+        by_e = arg_vars["rect_y"] + tirx.floordiv(n, rw)
+        bx_e = arg_vars["rect_x"] + tirx.floormod(n, rw)
+
+    binds = []
+    if "blockIdx.y" in grid:
+        binds.append(tirx.Bind(grid["blockIdx.y"][0], by_e))
+    if "blockIdx.x" in grid:
+        binds.append(tirx.Bind(grid["blockIdx.x"][0], bx_e))
+    if "blockIdx.z" in grid:
+        binds.append(tirx.Bind(grid["blockIdx.z"][0], tirx.IntImm("int32", 0)))
+    loop = tirx.For(n, tirx.IntImm("int32", 0), arg_vars["count"], tirx.ForKind.SERIAL,
+                    tirx.SeqStmt([*binds, inner]), None, {attrs.PERSISTENT_LOOP: 1})
+
+    new_params = list(func.params) + [arg_vars[name] for name in sched.runtime_arg_names]
+    out = tirx.PrimFunc(new_params, loop, func.ret_type, func.buffer_map, func.attrs, func.span)
+    schedule_attr = {**spec.as_dict(), "num_cores": len(sched.cores), "common_args": dict(sched.common_args),
+                     "mapping": sched.mapping_json()}
+    out = out.with_attr(attrs.GRID, [grid_y, grid_x])
+    out = out.with_attr(attrs.SCHEDULE, schedule_attr)
+    out = out.with_attr(attrs.RUNTIME_ARGS, list(sched.runtime_arg_names))
+    return out
+
+
+def GridToPersistentTT(options: TTOptions):
+    @prim_func_pass("tt.GridToPersistentTT")
+    def transform(func, mod, ctx):
+        return grid_to_persistent(func, options)
+
+    return transform

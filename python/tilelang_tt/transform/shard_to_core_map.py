@@ -1,0 +1,91 @@
+"""TTShardToCoreMap: turn TTShard annotations and the defaults into core ranges and shard metadata.
+
+In:  a PrimFunc after GridToPersistentTT (``tt.schedule`` holds the per-core mapping) and optional
+     ``T.annotate_tt_sharding`` block attributes keyed by tensor data vars.
+Out: the same body; attributes written:
+     ``tt.core_ranges`` = the cores the schedule uses, as inclusive rectangles ``[[y0, x0], [y1, x1]]``
+     (a CoreRangeSet: full rows of the device grid, then the partial last row);
+     ``tt.shards`` = ``{tensor name: {axis, tiles, placement, order, faces, layout}}`` for every tensor
+     parameter (default: interleaved DRAM, 32x32 tiles, row-major tiles, 16x16 faces).
+Errors (TTAnnotationError): a sharding key that is not a tensor parameter of the kernel; an axis beyond the
+     tensor's rank; placements that disagree for one tensor; a "col_major" tile order (readers emit
+     row-major page ids only).
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from .. import attrs
+from ..errors import TTAnnotationError, TTUnsupportedError
+from .common import prim_func_pass, source_of
+
+DEFAULT_SHARD = {"axis": [0, 1], "tiles": ["rows", "cols", "32"], "placement": "DRAM", "order": "row_major",
+                 "faces": "16x16", "layout": "interleaved"}
+
+
+def core_ranges(cores: list[list[int]], device_cols: int) -> list[list[list[int]]]:
+    """Cover the cores (assigned row-major from (0, 0)) with inclusive rectangles."""
+    n = len(cores)
+    full_rows, rem = divmod(n, device_cols)
+    ranges = []
+    if full_rows:
+        ranges.append([[0, 0], [full_rows - 1, device_cols - 1]])
+    if rem:
+        ranges.append([[full_rows, 0], [full_rows, rem - 1]])
+    covered = sorted((y, x) for (y0, x0), (y1, x1) in ranges for y in range(y0, y1 + 1) for x in range(x0, x1 + 1))
+    assert covered == sorted(tuple(c) for c in cores), "schedule cores are not assigned row-major"
+    return ranges
+
+
+def shard_to_core_map(func: tirx.PrimFunc, device_cols: int) -> tirx.PrimFunc:
+    src = source_of(func)
+    tensors = {func.buffer_map[p].data: func.buffer_map[p] for p in func.params if p in func.buffer_map}
+
+    annotations = []
+
+    def visit(node):
+        if isinstance(node, tirx.SBlock) and attrs.SHARDING_ANNOTATION in node.annotations:
+            annotations.append(node.annotations[attrs.SHARDING_ANNOTATION])
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+
+    shards = {buf.name: dict(DEFAULT_SHARD) for buf in tensors.values()}
+    seen: dict[str, str] = {}
+    for table in annotations:
+        for data_var, shard in table.items():
+            buf = next((b for v, b in tensors.items() if v.same_as(data_var)), None)
+            if buf is None:
+                raise TTAnnotationError(f"{data_var} is not a tensor parameter of the kernel",
+                                        construct="T.annotate_tt_sharding", source=src,
+                                        fix="shard only the kernel's T.Tensor parameters")
+            entry = {k: (list(map(str, v)) if k == "tiles" else [int(a) for a in v] if k == "axis" else str(v))
+                     for k, v in shard.items()}
+            rank = len(buf.shape)
+            if any(a >= rank for a in entry["axis"]):
+                raise TTAnnotationError(f"axis {entry['axis']} is out of range for {buf.name} of rank {rank}",
+                                        construct=f"T.TTShard for {buf.name}", source=src)
+            if buf.name in seen and seen[buf.name] != entry["placement"]:
+                raise TTAnnotationError(
+                    f"{buf.name} is placed in {seen[buf.name]} and in {entry['placement']}",
+                    construct=f"T.annotate_tt_sharding({buf.name})", source=src,
+                    fix="give each tensor one placement")
+            if entry["order"] != "row_major":
+                raise TTUnsupportedError(f"tile order {entry['order']!r} for {buf.name}",
+                                         construct=f"T.TTShard(order=...) for {buf.name}", source=src,
+                                         fix='use order="row_major"')
+            seen[buf.name] = entry["placement"]
+            shards[buf.name] = {**entry, "layout": "interleaved"}
+
+    mapping = func.attrs[attrs.SCHEDULE]["mapping"]
+    cores = [[int(c) for c in m["core"]] for m in mapping]
+    out = func.with_attr(attrs.CORE_RANGES, core_ranges(cores, device_cols))
+    return out.with_attr(attrs.SHARDS, shards)
+
+
+def TTShardToCoreMap(device_cols: int):
+    @prim_func_pass("tt.TTShardToCoreMap")
+    def transform(func, mod, ctx):
+        return shard_to_core_map(func, device_cols)
+
+    return transform

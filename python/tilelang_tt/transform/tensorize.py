@@ -1,0 +1,233 @@
+"""TensorizeTT: tile operators and T.Parallel bodies become TT tile intrinsics.
+
+In:  a PrimFunc after MemorySpaceLowerTT (``tt.cb`` present; remaining ``tl.tileop.fill`` / ``gemm`` calls
+     and ``T.Parallel`` nests over tile buffers).
+Out: ``T.clear``/``T.fill`` -> ``tilelang_tt.fill``; ``T.gemm`` -> ``tilelang_tt.matmul`` (blocks of any
+     multiple of 32; ``transpose_B`` via the in1 transpose of ``matmul_init``); each ``T.Parallel`` nest ->
+     ``tilelang_tt.eltwise(dst_cb, expr)`` whose leaves are ``BufferLoad(tile buffer, [0, 0])`` and scalars.
+Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets ``residency`` ("dst": the
+     accumulator stays in DST across the K loop, as tt-metal's bmm does; "cb": it lives in its
+     intermediate CB and is processed in ``subblock`` = [h, w] pieces that fit DST, reloaded and
+     re-packed for every K step, as tt-metal's reuse matmul does); ``tt.options.fp32_dest_acc``.
+Errors (TTUnsupportedError): ``transpose_A``; gemm shapes that do not agree; ``clear_accum`` on a
+     fragment that is not DST resident; elementwise operators with no TT intrinsic; an expression needing
+     more DST slots than the device has.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+from tvm.ir import Op
+
+from .. import attrs
+from ..device import DeviceProfile
+from ..errors import TTUnsupportedError
+from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
+from .common import TileOps, decode_region, describe, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
+
+_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div)
+
+
+def dst_slots(expr) -> int:
+    """DST slots an expression needs when evaluated tile by tile (the emitter's register allocation)."""
+    e = strip_cast(expr)
+    if isinstance(e, tirx.BufferLoad):
+        return 1
+    if is_scalar(e):
+        return 0
+    if isinstance(e, tirx.Call):
+        return max(1, dst_slots(e.args[0]))
+    if isinstance(e, (tirx.Max, tirx.Min)):
+        return max(1, dst_slots(e.a if not is_scalar(e.a) else e.b))
+    if isinstance(e, _BINARY):
+        a, b = strip_cast(e.a), strip_cast(e.b)
+        if is_scalar(a) or is_scalar(b):
+            return max(1, dst_slots(b if is_scalar(a) else a))
+        if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and not isinstance(e, tirx.Div):
+            return 1
+        return max(dst_slots(a), dst_slots(b) + 1)
+    return 1
+
+
+def strip_cast(e):
+    while isinstance(e, tirx.Cast):
+        e = e.value
+    return e
+
+
+def is_scalar(e) -> bool:
+    return isinstance(strip_cast(e), (tirx.FloatImm, tirx.IntImm))
+
+
+class _Tensorizer:
+    def __init__(self, func: tirx.PrimFunc, device: DeviceProfile):
+        self.func = func
+        self.src = source_of(func)
+        self.device = device
+        self.cb = {k: dict(v) for k, v in func.attrs[attrs.CB].items()}
+        self.fp32_acc = any(str(v["dtype"]) == "float32" and v["role"] == "intermediate" for v in self.cb.values())
+        self.cap = device.dst_capacity(self.fp32_acc)
+        self.ops: list[tuple] = []      # (kind, frag name or None, loop path, extra) in program order
+
+    def index(self, buf):
+        if buf.name not in self.cb:
+            raise TTUnsupportedError(f"{buf.name} is not a tile buffer", construct=buf.name, source=self.src)
+        return self.cb[buf.name]["index"]
+
+    def check_expr(self, expr, what):
+        def visit(node):
+            if isinstance(node, tirx.Call):
+                name = str(node.op.name) if isinstance(node.op, Op) else ""
+                if name not in UNARY_TIR_OPS:
+                    raise TTUnsupportedError(f"elementwise function {name or node.op} has no TT tile intrinsic",
+                                             construct=what, source=self.src,
+                                             fix=f"supported: + - * /, scalars, T.max(x, 0) (relu), {sorted(UNARY_TIR_OPS)}")
+            elif isinstance(node, (tirx.Max, tirx.Min)):
+                a, b = strip_cast(node.a), strip_cast(node.b)
+                if not (isinstance(node, tirx.Max) and (is_scalar(b) and float(b.value) == 0 or is_scalar(a) and float(a.value) == 0)):
+                    raise TTUnsupportedError("only T.max(x, 0) (relu) is supported among min/max", construct=what,
+                                             source=self.src)
+            elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod, tirx.Select, tirx.And, tirx.Or, tirx.Not,
+                                   tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)):
+                raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
+                                         source=self.src)
+
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
+        need = dst_slots(expr)
+        if need > self.cap:
+            raise TTUnsupportedError(f"the expression needs {need} DST tiles, more than the {self.cap} available",
+                                     construct=what, source=self.src, fix="split the expression over two T.Parallel loops")
+
+    def run(self, stmt, path=()):
+        if isinstance(stmt, tirx.SeqStmt):
+            return tirx.SeqStmt([self.run(s, path) for s in stmt.seq])
+        if isinstance(stmt, tirx.For):
+            if stmt.kind == tirx.ForKind.PARALLEL:
+                return self.parallel(stmt, path)
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, self.run(stmt.body, path + (stmt,)),
+                            None, stmt.annotations)
+        c = tile_op_call(stmt)
+        if c is not None and c.op.same_as(TileOps.fill):
+            dst = decode_region(c.args[0], self.src)
+            self.ops.append(("fill", dst.buffer.name, path, None))
+            return call(TTOps.fill, self.index(dst.buffer), tirx.FloatImm("float32", float(c.args[1].value))
+                        if isinstance(c.args[1], (tirx.FloatImm, tirx.IntImm)) else self._bad(stmt, "non-constant fill value"))
+        if c is not None and c.op.same_as(TileOps.gemm):
+            return self.gemm(stmt, c, path)
+        found = tt_op_of(stmt)
+        if found is not None and found[0].same_as(TTOps.eltwise):
+            dst_name = next(k for k, v in self.cb.items() if v["index"] == int(found[1].args[0]))
+            self.check_expr(found[1].args[1], describe(stmt))
+            self.ops.append(("eltwise", dst_name, path, found[1].args[1]))
+        return stmt
+
+    def _bad(self, stmt, what):
+        raise TTUnsupportedError(what, construct=describe(stmt), source=self.src)
+
+    def gemm(self, stmt, c, path):
+        what = describe(stmt)
+        a, b, cc = (decode_region(c.args[i], self.src) for i in range(3))
+        trans_a, trans_b = bool(c.args[3]), bool(c.args[4])
+        if trans_a:
+            raise TTUnsupportedError("transpose_A=True: TT matmul transposes only its in1 (B) operand",
+                                     construct=what, source=self.src,
+                                     fix="load A untransposed (T.copy the [M, K] block) or pass transpose_B instead")
+        am, ak = tile_shape_2d(static_shape(a.buffer))
+        bk, bn = tile_shape_2d(static_shape(b.buffer))
+        if trans_b:
+            bk, bn = bn, bk
+        cm, cn = tile_shape_2d(static_shape(cc.buffer))
+        if ak != bk or am != cm or bn != cn:
+            raise TTUnsupportedError(f"gemm shapes disagree: A {am}x{ak}, B {bk}x{bn}, C {cm}x{cn} tiles",
+                                     construct=what, source=self.src)
+        if self.cb[cc.buffer.name]["role"] != "intermediate":
+            raise TTUnsupportedError(f"gemm accumulates into {cc.buffer.name}, which is not a fragment",
+                                     construct=what, source=self.src, fix="accumulate into T.alloc_fragment")
+        clear = len(c.args) > 9 and bool(c.args[9])
+        out = [call(TTOps.matmul, self.index(a.buffer), self.index(b.buffer), self.index(cc.buffer), False, trans_b)]
+        if clear:
+            self.ops.append(("fill", cc.buffer.name, path, None))
+            out.insert(0, call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0)))
+        self.ops.append(("matmul", cc.buffer.name, path, None))
+        return out[0] if len(out) == 1 else tirx.SeqStmt(out)
+
+    def parallel(self, loop, path):
+        what = describe(loop)
+        inner = loop.body
+        store = inner.body
+        vi, vj = loop.loop_var, inner.loop_var
+
+        def post(node):
+            if isinstance(node, tirx.BufferLoad):
+                return tirx.BufferLoad(node.buffer, [tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)])
+            return None
+
+        expr = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), None, post, ["tirx.BufferLoad"]).value
+        self.check_expr(expr, what)
+        self.ops.append(("eltwise", store.buffer.name, path, expr))
+        return call(TTOps.eltwise, self.index(store.buffer), expr)
+
+    def choose_residency(self):
+        """DST residency for the (single) accumulator whose life is fill -> matmul* -> one copy-out."""
+        candidates = []
+        for name, entry in self.cb.items():
+            if entry["role"] != "intermediate":
+                continue
+            touching = [op for op in self.ops if op[1] == name or (op[0] == "eltwise" and _reads(op[3], name))]
+            kinds = [op[0] if op[1] == name else "read" for op in touching]
+            rows, cols = entry["shape_tiles"]
+            entry["residency"] = "cb"
+            entry["subblock"] = list(_subblock(rows, cols, self.cap)) if "matmul" in kinds else [1, 1]
+            if (rows * cols <= self.cap and len(kinds) >= 3 and kinds[0] == "fill" and kinds[-1] == "read"
+                    and all(k == "matmul" for k in kinds[1:-1]) and touching[0][2] == touching[-1][2]
+                    and _unary_of(touching[-1][3], name)):
+                first = self.ops.index(touching[0])
+                last = self.ops.index(touching[-1])
+                if all(op in touching for op in self.ops[first:last + 1]):
+                    candidates.append(name)
+        if candidates:
+            self.cb[candidates[0]]["residency"] = "dst"
+            self.cb[candidates[0]]["subblock"] = list(self.cb[candidates[0]]["shape_tiles"])
+
+
+def _reads(expr, name) -> bool:
+    hit = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: hit.append(n) if isinstance(n, tirx.BufferLoad) and n.buffer.name == name else None)
+    return bool(hit)
+
+
+def _unary_of(expr, name) -> bool:
+    """True when expr is a chain of unary/scalar ops over exactly the buffer ``name``."""
+    loads = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: loads.append(n.buffer.name) if isinstance(n, tirx.BufferLoad) else None)
+    return loads == [name]
+
+
+def _subblock(rows: int, cols: int, cap: int) -> tuple[int, int]:
+    best = (1, 1)
+    for h in range(1, rows + 1):
+        for w in range(1, cols + 1):
+            if rows % h or cols % w or h * w > cap:
+                continue
+            if (h * w, w) > (best[0] * best[1], best[1]):
+                best = (h, w)
+    return best
+
+
+def tensorize(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
+    t = _Tensorizer(func, device)
+    body = t.run(func.body)
+    t.choose_residency()
+    options = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+    options["fp32_dest_acc"] = t.fp32_acc
+    return (func.with_body(body).with_attr(attrs.CB, t.cb).with_attr(attrs.TENSORIZED, True)
+            .with_attr(attrs.OPTIONS, options))
+
+
+def TensorizeTT(device: DeviceProfile):
+    @prim_func_pass("tt.TensorizeTT")
+    def transform(func, mod, ctx):
+        return tensorize(func, device)
+
+    return transform
