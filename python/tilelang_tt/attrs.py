@@ -19,11 +19,12 @@ CB = "tt.cb"                          # MemorySpaceLowerTT: {buffer: {index, for
 TENSORIZED = "tt.tensorized"          # TensorizeTT: True once every tile op is a TT intrinsic
 DEVICE = "tt.device"                  # pipeline: the arch name
 OPTIONS = "tt.options"                # pipeline: target options (max_cores, tensorize, ...)
+LOWERED = "tt.lowered"                # pipeline: the function as the TT passes left it, for codegen
 
 # Loop annotations.
 PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by GridToPersistentTT
 
 ALL_KEYS = (
     SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, CORE_RANGES, SHARDS, PADDING,
-    CB, TENSORIZED, DEVICE, OPTIONS, PERSISTENT_LOOP,
+    CB, TENSORIZED, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP,
 )

@@ -2,7 +2,7 @@
 
 Two layers live here and nowhere else:
 
-* ``TTOps``: TIR ``Op``s (registered from Python under ``tilelang_tt.*``) that the passes leave in the IR:
+* ``TTOps``: TIR ``Op``s (each call's last argument is the TileLang statement it lowers, for comments) (registered from Python under ``tilelang_tt.*``) that the passes leave in the IR:
   ``read_block`` / ``write_block`` (reader / writer transfers between a tensor and a CB), and the compute
   ops ``fill``, ``matmul`` and ``eltwise``.
 * ``INTRINSICS``: for every TT-Metalium compute call the generator can emit, its init call, its tile call
@@ -34,19 +34,21 @@ def _register(name: str, num_inputs: int) -> Op:
 
 class TTOps:
     # read_block(cb, tensor_index, tile_row, tile_col, rows, cols): reader moves a rows x cols block of tiles
-    read_block = _register("read_block", 6)
+    read_block = _register("read_block", 7)
     # write_block(cb, tensor_index, tile_row, tile_col, rows, cols): writer stores a block from a CB
-    write_block = _register("write_block", 6)
+    write_block = _register("write_block", 7)
     # fill(dst_cb, value): every tile of the destination becomes `value`
-    fill = _register("fill", 2)
+    fill = _register("fill", 3)
     # matmul(a_cb, b_cb, c_cb, transpose_a, transpose_b): C += A @ B over whole blocks
-    matmul = _register("matmul", 5)
+    matmul = _register("matmul", 6)
     # eltwise(dst_cb, expr): expr is a TIR expression over BufferLoad(tile buffer, [0, 0]) leaves and scalars
-    eltwise = _register("eltwise", 2)
+    eltwise = _register("eltwise", 3)
 
 
-def call(op: Op, *args) -> tirx.Evaluate:
-    return tirx.Evaluate(tirx.Call("handle", op, [a if isinstance(a, tvm.ir.PrimExpr) else _imm(a) for a in args]))
+def call(op: Op, *args, note: str = "") -> tirx.Evaluate:
+    """``Evaluate(op(*args, note))``: the last argument is the TileLang statement the op came from."""
+    values = [a if isinstance(a, tvm.ir.PrimExpr) else _imm(a) for a in args]
+    return tirx.Evaluate(tirx.Call("handle", op, values + [tirx.StringImm(note)]))
 
 
 def _imm(v):

@@ -65,7 +65,10 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     for step, (name, p) in enumerate(passes(options), start=1):
         mod = p(mod)
         _dump(mod, step, name)
-    return IRModule({gv: f.with_attr("calling_conv", DEVICE_KERNEL_LAUNCH) for gv, f in mod.functions.items()})
+    # TileLang runs generic device passes (LowerIntrin, Simplify) before codegen; they would inline the
+    # (by, bx) binds the kernels name. Codegen reads the function exactly as the TT passes left it.
+    return IRModule({gv: f.with_attr(attrs.LOWERED, f).with_attr("calling_conv", DEVICE_KERNEL_LAUNCH)
+                     for gv, f in mod.functions.items()})
 
 
 def TTPassPipelineBody(mod: IRModule, target: Target) -> IRModule:

@@ -6,6 +6,7 @@ variable names or printed text.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import tvm
@@ -53,14 +54,28 @@ def source_of(func: tirx.PrimFunc) -> str:
     return f"kernel '{name}'"
 
 
+_DECL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]* = T\.[A-Za-z0-9_]+\(.*\)$")   # printer's free-var declarations
+
+
 def describe(node) -> str:
     """A one-line rendering of a statement for error messages."""
     try:
         text = node.script() if hasattr(node, "script") else str(node)
     except Exception:  # printing tilelang IR can fail; the type is still informative
         text = type(node).__name__
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip() and not ln.strip().startswith("#") and not _DECL.match(ln.strip())]
     return lines[0][:160] if lines else type(node).__name__
+
+
+_REGION = re.compile(r"T\.region\(([A-Za-z_][A-Za-z0-9_]*\[[^\]]*\]), \d+(?:, \d+)*\)")
+
+
+def tilelang_text(stmt) -> str:
+    """The statement as the user wrote it (``T.copy(A[by * 32, k * 32], A_s)``), for comments."""
+    text = describe(stmt)
+    text = _REGION.sub(lambda m: m.group(1), text)
+    return re.sub(r"\[0, 0\]", "", text)
 
 
 @dataclass(frozen=True)

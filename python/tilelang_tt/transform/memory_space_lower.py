@@ -34,7 +34,7 @@ from ..device import DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
+from .common import (TILE, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
                      tile_op_call, tile_shape_2d)
 
 SCOPE_SHARED = "shared.dyn"
@@ -137,6 +137,7 @@ class _Lowerer:
 
     def lower_copy(self, stmt, c: tirx.Call, stages: int):
         what = describe(stmt)
+        note = tilelang_text(stmt)
         src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
         if is_global(src.buffer) and is_global(dst.buffer):
             raise TTUnsupportedError("a global-to-global T.copy", construct=what, source=self.src,
@@ -148,7 +149,7 @@ class _Lowerer:
             info.stages = max(info.stages, stages)
             r, c0, rows, cols = self.tile_coords(src, what)
             self._check_block(dst.buffer, rows, cols, what)
-            return call(TTOps.read_block, self.cb_index_placeholder(dst.buffer), self.tensor_index(src.buffer), r, c0, rows, cols)
+            return call(TTOps.read_block, self.cb_index_placeholder(dst.buffer), self.tensor_index(src.buffer), r, c0, rows, cols, note=note)
         if is_global(dst.buffer):
             self.check_whole(src, what)
             r, c0, rows, cols = self.tile_coords(dst, what)
@@ -159,17 +160,17 @@ class _Lowerer:
                 self.cbs[out.name].consumer.add("writer")
                 self.cb(src.buffer).consumer.add("compute")
                 return tirx.SeqStmt([
-                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(src.buffer, [0, 0])),
-                    call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows, cols)])
+                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(src.buffer, [0, 0]), note=note),
+                    call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows, cols, note=note)])
             self.cb(src.buffer).consumer.add("writer")
-            return call(TTOps.write_block, self.cb_index_placeholder(src.buffer), self.tensor_index(dst.buffer), r, c0, rows, cols)
+            return call(TTOps.write_block, self.cb_index_placeholder(src.buffer), self.tensor_index(dst.buffer), r, c0, rows, cols, note=note)
         self.check_whole(src, what)
         self.check_whole(dst, what)
         if static_shape(src.buffer) != static_shape(dst.buffer):
             raise TTUnsupportedError(f"copy between tile buffers of different shapes", construct=what, source=self.src)
         self.cb(src.buffer).consumer.add("compute")
         self.cb(dst.buffer).producer.add("compute")
-        return call(TTOps.eltwise, self.cb_index_placeholder(dst.buffer), tirx.BufferLoad(src.buffer, [0, 0]))
+        return call(TTOps.eltwise, self.cb_index_placeholder(dst.buffer), tirx.BufferLoad(src.buffer, [0, 0]), note=note)
 
     def _check_block(self, buf, rows, cols, what):
         if tile_shape_2d(static_shape(buf, self.src)) != (rows, cols):
@@ -183,6 +184,7 @@ class _Lowerer:
     # -- T.Parallel ------------------------------------------------------------------------------------
     def lower_parallel(self, loop: tirx.For):
         what = describe(loop)
+        note = f"T.Parallel: {tilelang_text(loop.body.body if isinstance(loop.body, tirx.For) else loop.body)}"
         loops, body = [], loop
         while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
             loops.append(body)
@@ -233,11 +235,11 @@ class _Lowerer:
             if is_store:
                 info.producer.add("compute")
                 info.consumer.add("writer")
-                after.append(call(TTOps.write_block, self.cb_index_placeholder(tile), *args))
+                after.append(call(TTOps.write_block, self.cb_index_placeholder(tile), *args, note=note))
             else:
                 info.producer.add("reader")
                 info.consumer.add("compute")
-                before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args))
+                before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args, note=note))
             staged[key] = tile
             return tile
 

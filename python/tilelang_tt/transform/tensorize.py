@@ -24,7 +24,7 @@ from .. import attrs
 from ..device import DeviceProfile
 from ..errors import TTUnsupportedError
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
-from .common import TileOps, decode_region, describe, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
+from .common import TileOps, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div)
 
@@ -111,8 +111,10 @@ class _Tensorizer:
         if c is not None and c.op.same_as(TileOps.fill):
             dst = decode_region(c.args[0], self.src)
             self.ops.append(("fill", dst.buffer.name, path, None))
-            return call(TTOps.fill, self.index(dst.buffer), tirx.FloatImm("float32", float(c.args[1].value))
-                        if isinstance(c.args[1], (tirx.FloatImm, tirx.IntImm)) else self._bad(stmt, "non-constant fill value"))
+            if not isinstance(c.args[1], (tirx.FloatImm, tirx.IntImm)):
+                self._bad(stmt, "T.fill with a non-constant value")
+            return call(TTOps.fill, self.index(dst.buffer), tirx.FloatImm("float32", float(c.args[1].value)),
+                        note=tilelang_text(stmt))
         if c is not None and c.op.same_as(TileOps.gemm):
             return self.gemm(stmt, c, path)
         found = tt_op_of(stmt)
@@ -145,10 +147,12 @@ class _Tensorizer:
             raise TTUnsupportedError(f"gemm accumulates into {cc.buffer.name}, which is not a fragment",
                                      construct=what, source=self.src, fix="accumulate into T.alloc_fragment")
         clear = len(c.args) > 9 and bool(c.args[9])
-        out = [call(TTOps.matmul, self.index(a.buffer), self.index(b.buffer), self.index(cc.buffer), False, trans_b)]
+        note = tilelang_text(stmt)
+        out = [call(TTOps.matmul, self.index(a.buffer), self.index(b.buffer), self.index(cc.buffer), False, trans_b,
+                    note=note)]
         if clear:
             self.ops.append(("fill", cc.buffer.name, path, None))
-            out.insert(0, call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0)))
+            out.insert(0, call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0), note=note))
         self.ops.append(("matmul", cc.buffer.name, path, None))
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
 
@@ -166,7 +170,7 @@ class _Tensorizer:
         expr = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), None, post, ["tirx.BufferLoad"]).value
         self.check_expr(expr, what)
         self.ops.append(("eltwise", store.buffer.name, path, expr))
-        return call(TTOps.eltwise, self.index(store.buffer), expr)
+        return call(TTOps.eltwise, self.index(store.buffer), expr, note=f"T.Parallel: {tilelang_text(store)}")
 
     def choose_residency(self):
         """DST residency for the (single) accumulator whose life is fill -> matmul* -> one copy-out."""

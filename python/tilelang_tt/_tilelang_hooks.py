@@ -1,0 +1,39 @@
+"""The only module that touches TileLang internals.
+
+TileLang 0.1.15 names its execution backends in two private places: ``tilelang.cache._dispatch_map``
+(which KernelCache serves a backend) and ``JITKernel._create_adapter_from_artifact`` (which adapter wraps
+the compiled artifact). The TT backend registers its own entries there. Everything else goes through
+TileLang's public backend registry (``tilelang.backend``).
+"""
+
+from __future__ import annotations
+
+import tilelang
+
+from .errors import TTVersionError
+
+SUPPORTED_TILELANG = ("0.1.15",)
+EXECUTION_BACKEND = "tt"
+
+
+def check_tilelang_version() -> None:
+    version = str(getattr(tilelang, "__version__", "unknown")).split("+")[0]
+    if version not in SUPPORTED_TILELANG:
+        raise TTVersionError(
+            f"tilelang {version} is installed; tilelang-tt hooks into TileLang internals that are only known "
+            f"for {', '.join(SUPPORTED_TILELANG)}", construct="import tilelang_tt",
+            fix=f"pip install tilelang=={SUPPORTED_TILELANG[-1]}")
+    import tilelang.cache as cache
+    from tilelang.jit.kernel import JITKernel
+
+    if not isinstance(getattr(cache, "_dispatch_map", None), dict) or not hasattr(
+            JITKernel, "_create_adapter_from_artifact"):
+        raise TTVersionError("tilelang's kernel-cache dispatch table is not where tilelang-tt expects it",
+                             construct="import tilelang_tt", fix=f"pip install tilelang=={SUPPORTED_TILELANG[-1]}")
+
+
+def install_kernel_cache(cache_instance) -> None:
+    """Route ``execution_backend="tt"`` to our KernelCache."""
+    import tilelang.cache as cache
+
+    cache._dispatch_map[EXECUTION_BACKEND] = cache_instance

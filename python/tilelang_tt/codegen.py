@@ -1,0 +1,292 @@
+"""Codegen: the lowered PrimFunc -> reader/compute/writer kernels, tt.plan.json, host program, CMakeLists.
+
+``generate`` is the whole codegen for one kernel; ``build_tt_without_compile`` is the device-codegen hook
+TileLang calls. Sources are rendered with Jinja2 templates from ``templates/``; the host program is
+rendered from the plan alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import tvm_ffi
+from tvm import IRModule, tirx
+from tvm.target import Target
+
+from . import attrs, plan as plan_mod
+from .artifact import safe_name, write_artifact
+from .device import get_device
+from .emit import ComputeEmitter, DataMovementEmitter, Lines, TensorUse, _used_vars
+from .errors import TTLoweringError
+from .formats import data_format
+from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
+from .program import build, walk_ops
+from .target import TTOptions, options_from_target
+from .transform.common import source_of, static_shape, tile_shape_2d
+
+logger = logging.getLogger(__name__)
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("tilelang_tt", "templates"), undefined=jinja2.StrictUndefined,
+                          keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False)
+
+KERNEL_FILES = {"reader": "kernels/reader.cpp", "compute": "kernels/compute.cpp", "writer": "kernels/writer.cpp"}
+
+
+@dataclass
+class Artifact:
+    name: str
+    files: dict[str, str]            # relative path -> text
+    plan: dict
+    directory: Path | None = None
+
+    def source(self) -> str:
+        """All sources, each under a banner with its path."""
+        parts = []
+        for rel in ("kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "host.cpp", "tt.plan.json",
+                    "CMakeLists.txt"):
+            parts.append(f"// ===== {rel} =====\n{self.files[rel]}")
+        return "\n".join(parts)
+
+
+def _cb_var(name: str) -> str:
+    return f"cb_{safe_name(name)}"
+
+
+def _schedule_args_used(tree_vars: set, names: list[str]) -> list[str]:
+    return [n for n in names if n in tree_vars]
+
+
+def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
+    if attrs.LOWERED in func.attrs:
+        func = func.attrs[attrs.LOWERED]
+    src = source_of(func)
+    if attrs.CB not in func.attrs:
+        raise TTLoweringError("the function was not lowered by the TT pipeline", construct="codegen", source=src)
+    name = safe_name(str(func.attrs["global_symbol"]))
+    dev = get_device(options.arch)
+    cbs = {str(k): {kk: (list(vv) if not isinstance(vv, (int, str, float, bool)) else vv) for kk, vv in v.items()}
+           for k, v in func.attrs[attrs.CB].items()}
+    for e in cbs.values():
+        e["producer"] = [str(x) for x in e["producer"]]
+        e["consumer"] = [str(x) for x in e["consumer"]]
+        for key in ("shape_tiles", "subblock"):
+            if key in e:
+                e[key] = [int(x) for x in e[key]]
+        e["index"] = int(e["index"])
+        e["block_tiles"] = int(e["block_tiles"])
+    cb_names = {e["index"]: _cb_var(n) for n, e in cbs.items()}
+    schedule = func.attrs[attrs.SCHEDULE]
+    rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
+    grid = [int(g) for g in func.attrs[attrs.GRID]]
+    opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+    fp32_acc = bool(opts.get("fp32_dest_acc", False))
+    shards = func.attrs[attrs.SHARDS]
+    padding = func.attrs[attrs.PADDING]
+
+    tree = build(func.body, src)
+
+    # Tensors, by parameter index.
+    params = [p for p in func.params if p in func.buffer_map]
+    tensors = []
+    for i, p in enumerate(func.params):
+        if p not in func.buffer_map:
+            continue
+        buf = func.buffer_map[p]
+        shape = static_shape(buf, src)
+        tensors.append((i, buf, shape))
+    by_param = {i: (buf, shape) for i, buf, shape in tensors}
+    reads = sorted({int(op.args[1]) for op in walk_ops(tree) if op.kind == "read_block"})
+    writes = sorted({int(op.args[1]) for op in walk_ops(tree) if op.kind == "write_block"})
+
+    def tensor_uses(indices):
+        uses = []
+        for i in indices:
+            buf, shape = by_param[i]
+            uses.append(TensorUse(safe_name(buf.name), tile_shape_2d(shape)[1]))
+        return uses
+
+    # Map param index -> position in each kernel's accessor list.
+    def remap(indices):
+        return {p: k for k, p in enumerate(indices)}
+
+    read_pos, write_pos = remap(reads), remap(writes)
+
+    def dm_tree(kind, pos):
+        def rewrite(nodes):
+            out = []
+            for n in nodes:
+                if hasattr(n, "body") and isinstance(n.body, list):
+                    n = type(n)(n.var, n.extent, rewrite(n.body), n.persistent, n.num_stages)
+                elif getattr(n, "kind", None) == kind:
+                    args = list(n.args)
+                    args[1] = pos[int(args[1])]
+                    n = type(n)(n.kind, args, n.text)
+                out.append(n)
+            return out
+        return rewrite(tree)
+
+    mixed = len({e["format"] for e in cbs.values() if "compute" in e["producer"] + e["consumer"]}) > 1
+    roles = {}
+    for role, kind, idx, pos in (("reader", "read_block", reads, read_pos), ("writer", "write_block", writes, write_pos)):
+        uses = tensor_uses(idx)
+        em = DataMovementEmitter(role, cbs, uses, cb_names)
+        lines = Lines(1)
+        rtree = dm_tree(kind, pos)
+        em.emit_seq(lines, rtree)
+        used = {v for v in _used_vars([n for n in rtree])}
+        body_vars = used | {line for line in []}
+        roles[role] = (lines.text(), uses, body_vars,
+                       sorted({int(op.args[0]) for op in walk_ops(tree) if op.kind == kind}))
+    cem = ComputeEmitter(cbs, cb_names, dev.dst_capacity(fp32_acc), mixed, src)
+    clines = Lines(1)
+    cem.emit_seq(clines, tree)
+    compute_cbs = sorted({e["index"] for n, e in cbs.items()
+                          if "compute" in e["producer"] + e["consumer"] and e.get("residency") != "dst"})
+
+    def cb_decls(indices):
+        out = []
+        for n, e in sorted(cbs.items(), key=lambda kv: kv[1]["index"]):
+            if e["index"] in indices:
+                rows, cols = e["shape_tiles"]
+                out.append({"var": cb_names[e["index"]], "index": e["index"],
+                            "comment": f"{n}: {rows}x{cols} tiles {e['dtype']}, {e['role']}, depth {e['depth_blocks']} block(s)"})
+        return out
+
+    def uses_text(text):
+        return lambda arg: (arg in text)
+
+    fidelity = options.math_fidelity
+    kernels = {}
+    for role in ("reader", "writer"):
+        text, uses, _, cbidx = roles[role]
+        layout = [{"name": f"{u.name}_addr", "kind": "buffer_address", "buffer": u.name} for u in uses]
+        layout += [{"name": n, "kind": "schedule"} for n in rt_names]
+        kernels[role] = {"file": KERNEL_FILES[role],
+                         "processor": "RISCV_1" if role == "reader" else "RISCV_0",
+                         "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
+                         "compile_args": [{"tensor_accessor": u.name} for u in uses],
+                         "runtime_args": {"layout": layout}}
+    kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": fidelity, "fp32_dest_acc_en": fp32_acc,
+                          "compile_args": [],
+                          "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in rt_names]}}
+
+    buffers = []
+    for i, buf, shape in tensors:
+        fmt = data_format(buf.dtype, f"tensor {buf.name}")
+        tr, tc = tile_shape_2d(shape)
+        io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
+        shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
+                 for k, v in shards[buf.name].items()}
+        buffers.append({"name": safe_name(buf.name), "param_index": i, "shape": list(shape),
+                        "padded_shape": [int(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
+                        "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
+                        "page_size": fmt.tile_bytes, "num_pages": tr * tc, "bytes": tr * tc * fmt.tile_bytes,
+                        "io": io, "shard": shard})
+    plan_cbs = []
+    for n, e in sorted(cbs.items(), key=lambda kv: kv[1]["index"]):
+        if e.get("residency") == "dst":
+            continue  # lives in DST: no L1
+        entry = {"name": n, "index": e["index"], "format": e["format"], "page_size": int(e["page_size"]),
+                 "block_tiles": e["block_tiles"], "depth": int(e["depth_blocks"]), "num_pages": int(e["num_pages"]),
+                 "bytes": int(e["bytes"]), "role": e["role"], "producer": e["producer"], "consumer": e["consumer"]}
+        if "residency" in e:
+            entry["residency"] = e["residency"]
+            entry["subblock"] = e["subblock"]
+        plan_cbs.append(entry)
+
+    sched = {str(k): v for k, v in schedule.items() if str(k) != "mapping"}
+    sched = _plain(sched)
+    mapping = _plain(schedule["mapping"])
+    plan = {
+        "schema_version": plan_mod.SCHEMA_VERSION, "kernel": name, "source": src,
+        "device": {"arch": dev.arch, "board": dev.board, "grid": [dev.grid_y, dev.grid_x], "l1_bytes": dev.l1_bytes,
+                   "dram_banks": dev.dram_banks, "num_cbs": dev.num_cbs, "dst_tiles": dev.dst_capacity(fp32_acc),
+                   "max_cores": options.max_cores},
+        "grid": grid, "policy": sched["policy"], "order": sched["order"], "schedule": sched,
+        "core_ranges": _plain(func.attrs[attrs.CORE_RANGES]), "runtime_args": rt_names, "mapping": mapping,
+        "buffers": buffers, "cbs": plan_cbs, "kernels": kernels, "math_fidelity": fidelity,
+    }
+    plan_mod.validate(plan)
+
+    def render_dm(role):
+        text, uses, _, cbidx = roles[role]
+        tmap = {safe_name(by_param[i][0].name): (by_param[i][1], str(by_param[i][0].dtype))
+                for i in (reads if role == "reader" else writes)}
+        tens = [{"name": u.name, "tiles_w": u.tiles_w, "shape": "x".join(map(str, tmap[u.name][0])),
+                 "dtype": tmap[u.name][1]} for u in uses]
+        layout = [a for a in kernels[role]["runtime_args"]["layout"]]
+        used_layout = [dict(a, used=(a["kind"] == "buffer_address" or a["name"] in text)) for a in layout]
+        return _ENV.get_template(f"{role}.cpp.j2").render(
+            name=name, source=src, grid=grid, kernel=_with_layout(kernels[role], used_layout), tensors=tens,
+            cbs=cb_decls(cbidx), body=text, dataflow_header=DATAFLOW_HEADER)
+
+    ctext = clines.text()
+    c_layout = [dict(a, used=a["name"] in ctext) for a in kernels["compute"]["runtime_args"]["layout"]]
+    headers = sorted(set(COMPUTE_BASE_HEADERS) | cem.headers)
+    compute_src = _ENV.get_template("compute.cpp.j2").render(
+        name=name, source=src, grid=grid, kernel=_with_layout(kernels["compute"], c_layout), headers=headers,
+        cbs=cb_decls(compute_cbs), body=ctext, startup=cem.startup or "compute_kernel_hw_startup(0, 0)",
+        dst_capacity=dev.dst_capacity(fp32_acc))
+    exe = f"{name}_host"
+    files = {
+        "kernels/reader.cpp": render_dm("reader"),
+        "kernels/compute.cpp": compute_src,
+        "kernels/writer.cpp": render_dm("writer"),
+        "tt.plan.json": plan_mod.dumps(plan),
+        "host.cpp": _ENV.get_template("host.cpp.j2").render(plan=plan, exe=exe),
+        "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=name, exe=exe),
+    }
+    return Artifact(name, files, plan)
+
+
+def _with_layout(kernel: dict, layout: list) -> dict:
+    k = dict(kernel)
+    k["runtime_args"] = {"layout": layout}
+    return k
+
+
+def _plain(value):
+    """tvm containers -> plain JSON values."""
+    if isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int,)):
+        return int(value)
+    if isinstance(value, float):
+        return value
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__iter__"):
+        return [_plain(v) for v in value]
+    if hasattr(value, "value"):
+        return _plain(value.value)
+    return value
+
+
+# Artifacts produced by the device codegen, keyed by the hash of the kernel source TileLang stores.
+_ARTIFACTS: dict[str, Artifact] = {}
+
+
+def source_key(kernel_source: str) -> str:
+    return hashlib.sha256(kernel_source.encode()).hexdigest()
+
+
+def lookup_artifact(kernel_source: str) -> Artifact | None:
+    return _ARTIFACTS.get(source_key(kernel_source))
+
+
+def build_tt_without_compile(mod: IRModule, target: Target):
+    """DeviceCodegen hook: emit and write the artifact of every kernel; return a source module."""
+    options = options_from_target(target)
+    artifacts = [generate(func, options) for _, func in mod.functions.items() if isinstance(func, tirx.PrimFunc)]
+    if len(artifacts) != 1:
+        raise TTLoweringError(f"expected one kernel, found {len(artifacts)}", construct="codegen")
+    art = artifacts[0]
+    art.directory = write_artifact(art.files, art.name)
+    logger.info("tilelang-tt: wrote %s", art.directory)
+    source = art.source()
+    _ARTIFACTS[source_key(source)] = art
+    return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(source, "tt")
