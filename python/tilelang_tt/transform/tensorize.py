@@ -66,7 +66,9 @@ class _Tensorizer:
         self.src = source_of(func)
         self.device = device
         self.cb = {k: dict(v) for k, v in func.attrs[attrs.CB].items()}
-        self.fp32_acc = any(str(v["dtype"]) == "float32" and v["role"] == "intermediate" for v in self.cb.values())
+        # DST keeps fp32 only with fp32_dest_acc_en: on whenever compute touches a float32 CB.
+        self.fp32_acc = any(str(v["dtype"]) == "float32" and "compute" in list(v["producer"]) + list(v["consumer"])
+                            for v in self.cb.values())
         self.cap = device.dst_capacity(self.fp32_acc)
         self.ops: list[tuple] = []      # (kind, frag name or None, loop path, extra) in program order
 

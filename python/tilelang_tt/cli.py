@@ -1,0 +1,71 @@
+"""``tilelang-tt compile FILE.py:FUNC --out DIR [--arch ARCH] [--max-cores N]``: emit without executing.
+
+FUNC is a ``@T.prim_func`` in FILE, or a zero-argument callable returning one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+
+def _load(spec: str):
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise SystemExit(f"error: expected FILE.py:FUNC, got {spec!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise SystemExit(f"error: {file} does not exist")
+    sys.path.insert(0, str(file.resolve().parent))
+    mod_spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise SystemExit(f"error: {file} has no {name!r}")
+    obj = getattr(module, name)
+    from tvm import tirx
+
+    if not isinstance(obj, tirx.PrimFunc) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, tirx.PrimFunc):
+        raise SystemExit(f"error: {name} is not a T.prim_func (nor returns one)")
+    return obj
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="tilelang-tt", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    comp = sub.add_parser("compile", help="compile a TileLang kernel for TT and write its artifact directory")
+    comp.add_argument("kernel", help="FILE.py:FUNC")
+    comp.add_argument("--out", required=True, type=Path, help="artifact directory to write")
+    comp.add_argument("--arch", default="wormhole_b0", choices=["wormhole_b0", "blackhole"])
+    comp.add_argument("--max-cores", type=int, default=None)
+    args = parser.parse_args(argv)
+
+    import tilelang_tt  # noqa: F401
+    from tilelang_tt.artifact import write_artifact
+    from tilelang_tt.codegen import generate
+    from tilelang_tt.errors import TTError
+    from tilelang_tt.pipeline import lower_module
+    from tilelang_tt.summary import plan_summary
+    from tilelang_tt.target import make_options
+    from tvm import IRModule
+
+    func = _load(args.kernel)
+    try:
+        options = make_options(arch=args.arch, max_cores=args.max_cores, compile_only=True)
+        mod = lower_module(IRModule({"main": func}), options)
+        artifact = generate(mod["main"], options)
+    except TTError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    out = write_artifact(artifact.files, artifact.name, exact_dir=args.out)
+    print(plan_summary(artifact.plan))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

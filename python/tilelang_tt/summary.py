@@ -1,0 +1,25 @@
+"""Human-readable summaries of a plan (used by the CLI and the main job)."""
+
+from __future__ import annotations
+
+
+def plan_summary(plan: dict, max_rows: int = 8) -> str:
+    dev = plan["device"]
+    lines = [
+        f"kernel {plan['kernel']} on {dev['arch']} ({dev['board']}, grid {dev['grid'][0]}x{dev['grid'][1]})",
+        f"  block grid {plan['grid'][0]}x{plan['grid'][1]} = {plan['grid'][0] * plan['grid'][1]} blocks, "
+        f"policy {plan['policy']}, order {plan['order']}, {len(plan['mapping'])} cores",
+    ]
+    counts = [m["count"] for m in plan["mapping"]]
+    lines.append(f"  blocks per core: min {min(counts)}, max {max(counts)}")
+    for m in plan["mapping"][:max_rows]:
+        extra = ", ".join(f"{k}={v}" for k, v in m.items() if k not in ("core",))
+        lines.append(f"    core (y={m['core'][0]}, x={m['core'][1]}): {extra}")
+    if len(plan["mapping"]) > max_rows:
+        lines.append(f"    ... {len(plan['mapping']) - max_rows} more cores")
+    l1 = sum(cb["bytes"] for cb in plan["cbs"])
+    cbs = ", ".join(f"c_{cb['index']}={cb['name']}({cb['num_pages']}x{cb['format']})" for cb in plan["cbs"])
+    lines.append(f"  CBs: {cbs}; L1 {l1} B of {dev['l1_bytes']} B")
+    lines.append(f"  compute: math fidelity {plan['math_fidelity']}, "
+                 f"fp32 accumulation {plan['kernels']['compute']['fp32_dest_acc_en']}")
+    return "\n".join(lines)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Creates the project-local virtualenv .venv and installs what tilelang-tt needs, in the order that keeps
+# pip from pulling a CUDA build of torch: torch 2.13.0 (CPU) first, then the project (tilelang 0.1.15 ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.tilelang_tt_installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q torch==2.13.0
+  .venv/bin/pip install -q -e ".[test]"
+  touch "$stamp"
+fi
