@@ -1,0 +1,111 @@
+"""The IR after each TT pass, for the GEMM and the elementwise kernel: structure and attributes."""
+
+import pytest
+import tvm
+from tvm import tirx
+
+from examples import kernels as K
+from tilelang_tt import attrs
+from tilelang_tt.intrinsics import TTOps, tt_op_of
+from tilelang_tt.pipeline import passes
+from tilelang_tt.target import make_options
+
+
+def _stages(func, **options):
+    opts = make_options(**options)
+    mod = tvm.IRModule({"main": func})
+    out = {}
+    for name, p in passes(opts):
+        mod = p(mod)
+        out[name] = mod["main"]
+    return out
+
+
+def _collect(func, pred):
+    found = []
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: found.append(n) if pred(n) else None)
+    return found
+
+
+def _tt_ops(func, op):
+    return [c for c in _collect(func, lambda n: isinstance(n, tirx.Call) and n.op.same_as(op))]
+
+
+def test_gemm_pipeline_stages():
+    st = _stages(K.design_gemm(96, 64, 64))
+    g = st["GridToPersistentTT"]
+    assert [p.name for p in g.params][-2:] == ["start_id", "count"]
+    assert list(g.attrs[attrs.GRID]) == [3, 2]
+    assert list(g.attrs[attrs.RUNTIME_ARGS]) == ["start_id", "count"]
+    assert not _collect(g, lambda n: isinstance(n, tirx.For) and n.thread_binding is not None)
+    loops = _collect(g, lambda n: isinstance(n, tirx.For) and attrs.PERSISTENT_LOOP in n.annotations)
+    assert len(loops) == 1 and loops[0].extent.name == "count"
+    binds = {b.var.name: b.value for b in _collect(g, lambda n: isinstance(n, tirx.Bind))}
+    assert set(binds) == {"by", "bx"}
+    # by/bx recovered from start_id + n (row-major over the 3x2 grid)
+    for bid in range(6):
+        vmap = {v: tirx.IntImm("int32", 0 if v.name == "n" else bid) for v in _collect(g, lambda n: isinstance(n, tirx.Var))}
+        by = tvm.arith.Analyzer().simplify(tirx.stmt_functor.substitute(binds["by"], vmap))
+        bx = tvm.arith.Analyzer().simplify(tirx.stmt_functor.substitute(binds["bx"], vmap))
+        assert (int(by), int(bx)) == divmod(bid, 2)
+
+    s = st["TTShardToCoreMap"]
+    assert [[list(c) for c in r] for r in s.attrs[attrs.CORE_RANGES]] == [[[0, 0], [0, 5]]]
+    assert str(s.attrs[attrs.SHARDS]["A"]["placement"]) == "DRAM"
+
+    m = st["MemorySpaceLowerTT"]
+    cb = m.attrs[attrs.CB]
+    assert {k: int(v["index"]) for k, v in cb.items()} == {"A_blk": 0, "B_blk": 1, "C_acc": 24, "C_acc_out": 16}
+    assert int(cb["A_blk"]["num_pages"]) == 2 and int(cb["A_blk"]["page_size"]) == 2048
+    assert not _collect(m, lambda n: isinstance(n, tirx.SBlock))
+    reads = _tt_ops(m, TTOps.read_block)
+    assert [int(c.args[0]) for c in reads] == [0, 1]
+    writes = _tt_ops(m, TTOps.write_block)
+    assert [int(c.args[0]) for c in writes] == [16]
+
+    t = st["TensorizeTT"]
+    assert bool(t.attrs[attrs.TENSORIZED])
+    mm = _tt_ops(t, TTOps.matmul)
+    assert len(mm) == 1 and [int(a) for a in mm[0].args[:3]] == [0, 1, 24]
+    assert str(t.attrs[attrs.CB]["C_acc"]["residency"]) == "dst"
+    assert not _collect(t, lambda n: isinstance(n, tirx.Call) and str(n.op.name).startswith("tl.tileop."))
+
+
+def test_tilelang_example_gemm_uses_subblocked_accumulator():
+    t = _stages(K.tilelang_example_gemm(256, 256, 64))["TensorizeTT"]
+    cb = t.attrs[attrs.CB]
+    assert str(cb["C_local"]["residency"]) == "cb"
+    sh, sw = (int(x) for x in cb["C_local"]["subblock"])
+    assert sh * sw <= 4 and 4 % sh == 0 and 4 % sw == 0        # fp32 accumulation: DST holds 4 tiles
+    assert int(cb["A_shared"]["depth_blocks"]) == 3              # num_stages=3
+    mm = _tt_ops(t, TTOps.matmul)
+    assert bool(mm[0].args[4])                                   # transpose_B
+
+
+def test_elementwise_staging_and_tensorize():
+    st = _stages(K.elementwise_add(64, 96, "float32"))
+    m = st["MemorySpaceLowerTT"]
+    assert sorted(m.attrs[attrs.CB]) == ["A_tile", "B_tile", "C_out"]
+    assert [int(c.args[1]) for c in _tt_ops(m, TTOps.read_block)] == [0, 1]
+    assert [int(c.args[1]) for c in _tt_ops(m, TTOps.write_block)] == [2]
+    t = st["TensorizeTT"]
+    elt = _tt_ops(t, TTOps.eltwise)
+    assert len(elt) == 1 and isinstance(elt[0].args[1], tirx.Add)
+    assert not _collect(t, lambda n: isinstance(n, tirx.For) and n.kind == tirx.ForKind.PARALLEL)
+
+
+def test_tensorize_disabled_keeps_tile_ops():
+    st = _stages(K.design_gemm(64, 64, 64), tensorize=False)
+    assert "TensorizeTT" not in st
+    assert _collect(st["MemorySpaceLowerTT"], lambda n: isinstance(n, tirx.Call) and n.op.name == "tl.tileop.gemm")
+
+
+def test_dump_ir_env(tmp_path, monkeypatch):
+    from tilelang_tt.pipeline import lower_module
+
+    monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))
+    lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
+    names = sorted(p.name for p in (tmp_path / "main").iterdir())
+    assert names == ["00_Input.py", "01_GridToPersistentTT.py", "02_TTShardToCoreMap.py", "03_TilePadTT.py",
+                     "04_MemorySpaceLowerTT.py", "05_TensorizeTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "05_TensorizeTT.py").read_text()
