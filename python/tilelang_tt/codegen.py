@@ -143,6 +143,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
                        sorted({int(op.args[0]) for op in walk_ops(tree) if op.kind == kind}))
     cem = ComputeEmitter(cbs, cb_names, dev.dst_capacity(fp32_acc), mixed, src)
     clines = Lines(1)
+    cem.prepare(tree)
     cem.emit_seq(clines, tree)
     compute_cbs = sorted({e["index"] for n, e in cbs.items()
                           if "compute" in e["producer"] + e["consumer"] and e.get("residency") != "dst"})

@@ -175,10 +175,22 @@ class ComputeEmitter(_Projector):
         self.source = source
         self.state = {n: FragState() for n, e in cbs.items() if e["role"] == "intermediate" and e.get("residency") != "dst"}
         self.dst_frag = next((n for n, e in cbs.items() if e.get("residency") == "dst"), None)
+        self.dst_frag_out = None   # the CB the DST-resident accumulator is packed into (set by prepare)
         self.headers: set[str] = set()
         self.startup: str | None = None
         self._startup_priority = -1
         self.pending_pops: list[list[tuple[str, int]]] = []
+
+    def prepare(self, tree):
+        """Find where the DST-resident accumulator is packed, before anything is emitted."""
+        from .program import walk_ops
+
+        for op in walk_ops(tree):
+            if op.kind == "eltwise" and self.dst_frag is not None:
+                loads = []
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(op.args[1]), lambda n: loads.append(n.buffer.name) if isinstance(n, tirx.BufferLoad) else None)
+                if self.dst_frag in loads:
+                    self.dst_frag_out = self.cbn(self.entry(op.args[0])[0])
 
     # -- helpers ---------------------------------------------------------------------------------------
     def keeps(self, op: Op) -> bool:
@@ -311,16 +323,17 @@ class ComputeEmitter(_Projector):
         mt, kt = a["shape_tiles"]
         nt = c["shape_tiles"][1]
         b_index = (lambda k, n: f"{n} * {kt}u + {k}") if trans_b else (lambda k, n: f"{k} * {nt}u + {n}")
-        self.note_startup(f"compute_kernel_hw_startup<SrcOrder::Reverse>({ca}, {cbb}, {cc})", 2)
+        packs_to = self.dst_frag_out if c_name == self.dst_frag else cc
+        self.note_startup(f"compute_kernel_hw_startup<SrcOrder::Reverse>({ca}, {cbb}, {packs_to})", 2)
         init, _ = self.intr("matmul_tiles", a=ca, b=cbb, transpose=int(trans_b), ia=0, ib=0, dst=0)
         if c_name == self.dst_frag:
             self.reconfig_unpack(out, cbb, ca)
             out(init + ";")
-            out.block(f"for (uint32_t m = 0; m < {mt}u; ++m)")
-            out.block(f"for (uint32_t n = 0; n < {nt}u; ++n)")
-            out.block(f"for (uint32_t k = 0; k < {kt}u; ++k)")
-            out(self.intr("matmul_tiles", a=ca, b=cbb, ia=f"m * {kt}u + k", ib=b_index("k", "n"),
-                          dst=f"m * {nt}u + n", transpose=0)[1] + ";")
+            out.block(f"for (uint32_t mt = 0; mt < {mt}u; ++mt)")
+            out.block(f"for (uint32_t nt = 0; nt < {nt}u; ++nt)")
+            out.block(f"for (uint32_t kt = 0; kt < {kt}u; ++kt)")
+            out(self.intr("matmul_tiles", a=ca, b=cbb, ia=f"mt * {kt}u + kt", ib=b_index("kt", "nt"),
+                          dst=f"mt * {nt}u + nt", transpose=0)[1] + ";")
             out.end(); out.end(); out.end()
             return
         if not self.state[c_name].full:

@@ -145,11 +145,12 @@ class _Tensorizer:
         if ak != bk or am != cm or bn != cn:
             raise TTUnsupportedError(f"gemm shapes disagree: A {am}x{ak}, B {bk}x{bn}, C {cm}x{cn} tiles",
                                      construct=what, source=self.src)
+        clear = len(c.args) > 9 and bool(c.args[9])
         if self.cb[cc.buffer.name]["role"] != "intermediate":
             raise TTUnsupportedError(f"gemm accumulates into {cc.buffer.name}, which is not a fragment",
                                      construct=what, source=self.src, fix="accumulate into T.alloc_fragment")
-        clear = len(c.args) > 9 and bool(c.args[9])
-        note = tilelang_text(stmt)
+        note = f"T.gemm({a.buffer.name}, {b.buffer.name}, {cc.buffer.name}{', transpose_B=True' if trans_b else ''}" \
+               f"{', clear_accum=True' if clear else ''})"
         out = [call(TTOps.matmul, self.index(a.buffer), self.index(b.buffer), self.index(cc.buffer), False, trans_b,
                     note=note)]
         if clear:

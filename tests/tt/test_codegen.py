@@ -1,0 +1,152 @@
+"""Generated sources and plans: golden text for a small case, plan invariants, and 0.81 API only."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from examples import kernels as K
+from tilelang_tt import plan as plan_mod
+from tilelang_tt.errors import TTPlanError
+from tilelang_tt.intrinsics import INTRINSICS
+
+from .helpers import artifact, blocks_of
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("TILELANG_TT_UPDATE_GOLDEN") == "1"
+
+KERNELS = {
+    "design_gemm_bf16": lambda: K.design_gemm(256, 192, 128),
+    "example_gemm_fp16": lambda: K.tilelang_example_gemm(512, 256, 128),
+    "add_fp32": lambda: K.elementwise_add(128, 96, "float32"),
+    "add_bf16": lambda: K.elementwise_add(128, 96, "bfloat16"),
+    "chain_bf16": lambda: K.fused_chain(64, 128),
+}
+
+# Spellings that TT-Metalium 0.81 no longer accepts (removed, renamed or moved), from the API reference §7.
+FORBIDDEN = [
+    (r"\bmm_init\b", "mm_init was removed"),
+    (r"\bmm_init_short\b", "mm_init_short was removed"),
+    (r"\bbinary_op_init_common\b", "binary_op_init_common was removed"),
+    (r"\badd_tiles_init\b", "add_tiles_init was removed"),
+    (r"namespace NAMESPACE", "compute entry is kernel_main()"),
+    (r"void MAIN", "compute entry is kernel_main()"),
+    (r'#include "dataflow_api\.h"', "include api/dataflow/dataflow_api.h"),
+    (r'#include "compute_kernel_api', "include api/compute/..."),
+    (r"\bnoc_async_read_tile\b", "use noc_async_read_page"),
+    (r"\bnoc_async_write_tile\b", "use noc_async_write_page"),
+    (r"InterleavedAddrGenFast", "use TensorAccessor"),
+    (r"\bacquire_dst\b|\brelease_dst\b", "use tile_regs_*"),
+    (r"\bcopy_tile_init\b|\bcopy_tile_to_dst_init_short\b", "use copy_init"),
+    (r"\bCreateDevice\b|\bCloseDevice\b|\bCreateBuffer\b", "use the MeshDevice flow"),
+    (r"\bEnqueueProgram\b|\bEnqueueWriteBuffer\b|\bEnqueueReadBuffer\b", "use mesh workloads/buffers"),
+    (r"tt::CB::", "use tt::CBIndex / CB ids"),
+]
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_kernels_use_only_the_081_api(name, arch):
+    art = artifact(KERNELS[name](), arch=arch)
+    for rel, text in art.files.items():
+        if not rel.endswith(".cpp"):
+            continue
+        for pattern, why in FORBIDDEN:
+            assert not re.search(pattern, text), f"{rel}: {why}"
+        for m in re.finditer(r"matmul_tiles\(([^;]*)\);", text):
+            assert m.group(1).count(",") == 4, f"{rel}: matmul_tiles takes 5 arguments: {m.group(0)}"
+        if "kernels/" in rel:
+            assert "void kernel_main() {" in text
+    compute = art.files["kernels/compute.cpp"]
+    assert re.search(r"^    compute_kernel_hw_startup(<SrcOrder::Reverse>)?\(", compute, re.M)
+    assert compute.count("tile_regs_acquire();") == compute.count("tile_regs_commit();")
+    assert compute.count("tile_regs_wait();") == compute.count("tile_regs_release();")
+    for rel in ("kernels/reader.cpp", "kernels/writer.cpp"):
+        assert '#include "api/dataflow/dataflow_api.h"' in art.files[rel]
+        assert "TensorAccessorArgs<0>()" in art.files[rel]
+    host = art.files["host.cpp"]
+    for call in ("MeshDevice::create_unit_mesh(0)", "MeshBuffer::create(", "CreateCircularBuffer(",
+                 "SetRuntimeArgs(", "EnqueueMeshWorkload(", "workload.add_program(", "EnqueueReadMeshBuffer("):
+        assert call in host
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_plan_valid_and_covers_every_block(name):
+    art = artifact(KERNELS[name]())
+    plan = json.loads(art.files["tt.plan.json"])
+    plan_mod.validate(plan)
+    grid_y, grid_x = plan["grid"]
+    blocks = [b for b, _ in blocks_of(plan)]
+    assert sorted(blocks) == sorted((y, x) for y in range(grid_y) for x in range(grid_x))
+    assert sum(cb["bytes"] for cb in plan["cbs"]) <= plan["device"]["l1_bytes"]
+    for cb in plan["cbs"]:
+        assert cb["bytes"] == cb["num_pages"] * cb["page_size"]
+        assert f"CircularBufferConfig({cb['bytes']}, {{{{{cb['index']}, tt::DataFormat::{cb['format']}}}}})" in art.files["host.cpp"]
+    # the host program carries the plan's mapping verbatim
+    for m in plan["mapping"]:
+        args = ", ".join(str(m[n]) for n in plan["runtime_args"])
+        assert f"{{{m['core'][1]}, {m['core'][0]}, {{{args}}}}}," in art.files["host.cpp"]
+
+
+def test_kernel_runtime_args_match_plan_layout():
+    art = artifact(KERNELS["design_gemm_bf16"]())
+    plan = art.plan
+    reader = art.files["kernels/reader.cpp"]
+    for i, arg in enumerate(plan["kernels"]["reader"]["runtime_args"]["layout"]):
+        assert f"const uint32_t {arg['name']} = get_arg_val<uint32_t>({i});" in reader
+    assert [a["tensor_accessor"] for a in plan["kernels"]["reader"]["compile_args"]] == ["A", "B"]
+    assert [a["tensor_accessor"] for a in plan["kernels"]["writer"]["compile_args"]] == ["C"]
+
+
+def test_fp32_accumulation_follows_the_accumulator():
+    assert artifact(K.tilelang_example_gemm(256, 256, 64)).plan["kernels"]["compute"]["fp32_dest_acc_en"] is True
+    assert artifact(K.design_gemm(64, 64, 64)).plan["kernels"]["compute"]["fp32_dest_acc_en"] is False
+
+
+def test_plan_schema_rejects_bad_plans():
+    plan = artifact(K.design_gemm(64, 64, 64)).plan
+    bad = json.loads(json.dumps(plan))
+    bad["policy"] = "zigzag"
+    with pytest.raises(TTPlanError, match=r"tt.plan.json is invalid at policy"):
+        plan_mod.validate(bad)
+    bad = json.loads(json.dumps(plan))
+    bad["mapping"][0]["count"] += 1
+    with pytest.raises(TTPlanError, match=r"mapping assigns 5 blocks, the grid has 4"):
+        plan_mod.validate(bad)
+
+
+def test_docs_schema_is_the_package_schema():
+    root = Path(__file__).resolve().parents[2]
+    assert json.loads((root / "docs" / "tt.plan.schema.json").read_text()) == plan_mod.schema()
+
+
+def test_intrinsic_table_is_the_only_source_of_compute_calls():
+    """Every compute call in generated code is an INTRINSICS entry or a CB/DST/pack primitive."""
+    allowed = {"cb_wait_front", "cb_pop_front", "cb_reserve_back", "cb_push_back", "tile_regs_acquire",
+               "tile_regs_commit", "tile_regs_wait", "tile_regs_release", "pack_tile", "get_arg_val",
+               "compute_kernel_hw_startup", "reconfig_data_format", "reconfig_data_format_srca",
+               "pack_reconfig_data_format"}
+    for spec in INTRINSICS.values():
+        allowed |= {re.match(r"(\w+)", spec.init).group(1), re.match(r"(\w+)", spec.call).group(1)}
+    for name in KERNELS:
+        text = artifact(KERNELS[name]()).files["kernels/compute.cpp"]
+        body = re.sub(r"//[^\n]*", "", text[text.index("void kernel_main()"):])
+        calls = set(re.findall(r"\b([a-z_0-9]+)(?:<[^>]*>)?\(", body)) - {"for", "if", "kernel_main"}
+        assert calls <= allowed, calls - allowed
+
+
+GOLDEN_CASE = ("design_gemm_64", lambda: K.design_gemm(64, 64, 64))
+
+
+@pytest.mark.parametrize("rel", ["kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "host.cpp",
+                                 "tt.plan.json"])
+def test_golden_design_gemm(rel):
+    art = artifact(GOLDEN_CASE[1]())
+    text = art.files[rel].replace(art.plan["source"], "<source>")
+    path = GOLDEN / GOLDEN_CASE[0] / rel.replace("/", "__")
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{rel} differs from {path} (TILELANG_TT_UPDATE_GOLDEN=1 regenerates)"
