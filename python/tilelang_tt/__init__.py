@@ -13,12 +13,12 @@ from ._tilelang_hooks import check_tilelang_version
 
 check_tilelang_version()
 
-from . import backend, language  # noqa: E402
+from . import annotations, backend, language  # noqa: E402
 from .errors import (TTAnnotationError, TTError, TTLoweringError, TTPlanError, TTScheduleError,  # noqa: E402
                      TTShapeError, TTTargetError, TTUnsupportedError, TTVersionError)
-from .language import TTShard, annotate_tt_schedule, annotate_tt_sharding  # noqa: E402
+from .annotations import TTShard, annotate_tt_schedule, annotate_tt_sharding  # noqa: E402
 
-language.install_into_tilelang_language()
+annotations.install_into_tilelang_language()
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"

@@ -91,11 +91,13 @@ class _Projector:
     def emit_seq(self, out: Lines, nodes: list):
         kept = [n for n in nodes if not isinstance(n, Bind) and self.has_work(n)]
         needed = _used_vars(kept, self.op_exprs) if kept else set()
+        for node in reversed(nodes):   # a needed bind needs what its value reads
+            if isinstance(node, Bind) and node.var.name in needed:
+                needed |= _used_vars([node], self.op_exprs)
         for node in nodes:
             if isinstance(node, Bind):
                 if node.var.name in needed:
                     out(f"const uint32_t {node.var.name} = {cexpr(node.value)};")
-                    needed |= _used_vars([node], self.op_exprs)
                 continue
             if not self.has_work(node):
                 continue

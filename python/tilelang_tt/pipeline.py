@@ -18,7 +18,11 @@ from tvm.target import Target
 
 from . import attrs
 from .target import TTOptions, options_from_target
-from .transform import GridToPersistentTT, MemorySpaceLowerTT, TensorizeTT, TilePadTT, TTShardToCoreMap
+from .transform.grid_to_persistent import grid_to_persistent
+from .transform.memory_space_lower import memory_space_lower
+from .transform.shard_to_core_map import shard_to_core_map
+from .transform.tensorize import tensorize
+from .transform.tile_pad import tile_pad
 
 logger = logging.getLogger(__name__)
 
@@ -27,16 +31,20 @@ DEVICE_KERNEL_LAUNCH = 2   # tvm CallingConv.DEVICE_KERNEL_LAUNCH: routes the fu
 
 
 def passes(options: TTOptions):
-    """(name, pass) in pipeline order."""
+    """(name, PrimFunc -> PrimFunc) in pipeline order.
+
+    The pipeline calls the pass functions directly rather than through TVM's pass manager, so that a
+    TTError raised inside a pass reaches the user as itself (TVM's FFI would turn it into RuntimeError).
+    The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
     seq = [
-        ("GridToPersistentTT", GridToPersistentTT(options)),
-        ("TTShardToCoreMap", TTShardToCoreMap(dev.grid_x)),
-        ("TilePadTT", TilePadTT()),
-        ("MemorySpaceLowerTT", MemorySpaceLowerTT(dev)),
+        ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
+        ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x)),
+        ("TilePadTT", tile_pad),
+        ("MemorySpaceLowerTT", lambda f: memory_space_lower(f, dev)),
     ]
     if options.tensorize:
-        seq.append(("TensorizeTT", TensorizeTT(dev)))
+        seq.append(("TensorizeTT", lambda f: tensorize(f, dev)))
     return seq
 
 
@@ -62,8 +70,8 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     _dump(mod, 0, "Input")
     mod = IRModule({gv: f.with_attr(attrs.OPTIONS, options.as_dict()).with_attr(attrs.DEVICE, options.arch)
                     for gv, f in mod.functions.items()})
-    for step, (name, p) in enumerate(passes(options), start=1):
-        mod = p(mod)
+    for step, (name, fn) in enumerate(passes(options), start=1):
+        mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})
         _dump(mod, step, name)
     # TileLang runs generic device passes (LowerIntrin, Simplify) before codegen; they would inline the
     # (by, bx) binds the kernels name. Codegen reads the function exactly as the TT passes left it.

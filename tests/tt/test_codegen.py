@@ -150,3 +150,18 @@ def test_golden_design_gemm(rel):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert text == path.read_text(), f"{rel} differs from {path} (TILELANG_TT_UPDATE_GOLDEN=1 regenerates)"
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_cb_and_tensor_identifier_is_declared(name):
+    art = artifact(KERNELS[name]())
+    for rel in ("kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp"):
+        text = art.files[rel]
+        code = re.sub(r"//[^\n]*", "", text)
+        declared = set(re.findall(r"constexpr uint32_t (cb_\w+) =", code))
+        used = set(re.findall(r"\b(cb_\w+)\b", code)) - {"cb_reserve_back", "cb_push_back", "cb_wait_front",
+                                                          "cb_pop_front", "cb"}
+        assert used == declared, f"{rel}: used {sorted(used)} declared {sorted(declared)}"
+        args = set(re.findall(r"const uint32_t (\w+) = get_arg_val", code))
+        for a in args:
+            assert len(re.findall(rf"\b{a}\b", code)) >= 2, f"{rel}: runtime arg {a} is read but never used"

@@ -15,9 +15,10 @@ def _stages(func, **options):
     opts = make_options(**options)
     mod = tvm.IRModule({"main": func})
     out = {}
-    for name, p in passes(opts):
-        mod = p(mod)
-        out[name] = mod["main"]
+    func = mod["main"]
+    for name, fn in passes(opts):
+        func = fn(func)
+        out[name] = func
     return out
 
 

@@ -50,7 +50,7 @@ def _find_schedule_annotation(stmt) -> ScheduleSpec:
         if key not in ann:
             return None
         value = ann[key]
-        if isinstance(value, (tvm.ir.container.Array, list, tuple)):
+        if not isinstance(value, str) and hasattr(value, "__len__"):
             return tuple(int(v) for v in value)
         if isinstance(value, (int, tirx.IntImm)):
             return int(value)
@@ -73,16 +73,26 @@ def _uses_any(stmt, variables) -> bool:
 
 
 def _order_exprs(bid, grid_y: int, grid_x: int, k: int | None):
-    """TIR twin of ``schedule.order_to_coord``: (by, bx) of block id ``bid``."""
+    """TIR twin of ``schedule.order_to_coord``: (binds, by, bx) for block id ``bid``.
+
+    The intermediate values are flat ``Bind``s so that the kernels name them."""
     if k is None:
-        return tirx.floordiv(bid, grid_x), tirx.floormod(bid, grid_x)
-    band = tirx.floordiv(bid, k * grid_x)
-    band_h = tirx.min(tirx.IntImm("int32", k), grid_y - band * k)
-    r = tirx.floormod(bid, k * grid_x)
-    group = tirx.floordiv(r, band_h * k)
-    group_w = tirx.min(tirx.IntImm("int32", k), grid_x - group * k)
-    q = r - group * band_h * k
-    return band * k + tirx.floordiv(q, group_w), group * k + tirx.floormod(q, group_w)
+        return [], tirx.floordiv(bid, grid_x), tirx.floormod(bid, grid_x)
+    names = {}
+
+    def bind(name, value):
+        names[name] = (tirx.Var(name, "int32"), value)
+        return names[name][0]
+
+    block_id = bind("block_id", bid)
+    band = bind("band", tirx.floordiv(block_id, k * grid_x))                       # k rows of blocks
+    band_h = bind("band_h", tirx.min(tirx.IntImm("int32", k), grid_y - band * k))  # clipped at the bottom
+    in_band = bind("in_band", tirx.floormod(block_id, k * grid_x))
+    group = bind("group", tirx.floordiv(in_band, band_h * k))                      # k x k group in the band
+    group_w = bind("group_w", tirx.min(tirx.IntImm("int32", k), grid_x - group * k))
+    in_group = bind("in_group", in_band - group * band_h * k)
+    binds = [tirx.Bind(v, e) for v, e in names.values()]
+    return binds, band * k + tirx.floordiv(in_group, group_w), group * k + tirx.floormod(in_group, group_w)
 
 
 def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
@@ -144,16 +154,16 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     arg_vars = {name: tirx.Var(name, "int32") for name in sched.runtime_arg_names}
     n = tirx.Var("n", "int32")
     k = spec.block_linear_k
+    binds = []
     if spec.policy == "contiguous":
-        by_e, bx_e = _order_exprs(arg_vars["start_id"] + n, grid_y, grid_x, k)
+        binds, by_e, bx_e = _order_exprs(arg_vars["start_id"] + n, grid_y, grid_x, k)
     elif spec.policy == "strided":
-        by_e, bx_e = _order_exprs(arg_vars["first_id"] + n * sched.common_args["step"], grid_y, grid_x, k)
+        binds, by_e, bx_e = _order_exprs(arg_vars["first_id"] + n * sched.common_args["step"], grid_y, grid_x, k)
     else:
         rw = arg_vars["rect_w"]
         by_e = arg_vars["rect_y"] + tirx.floordiv(n, rw)
         bx_e = arg_vars["rect_x"] + tirx.floormod(n, rw)
 
-    binds = []
     if "blockIdx.y" in grid:
         binds.append(tirx.Bind(grid["blockIdx.y"][0], by_e))
     if "blockIdx.x" in grid:

@@ -1,0 +1,103 @@
+"""TT schedule and sharding annotations (``T.annotate_tt_schedule``, ``T.annotate_tt_sharding``, ``T.TTShard``).
+
+Use either ``import tilelang.language as T`` (after ``import tilelang_tt``, which adds these names to it)
+or ``from tilelang_tt import language as T``, which re-exports all of ``tilelang.language`` plus::
+
+    T.annotate_tt_schedule(policy="contiguous", order="row_major", rect=None, stride=None,
+                           chunk_k_tiles=None, qk_chunk_tiles=None)
+    T.annotate_tt_sharding({A: T.TTShard(axis=0, tiles=("rows", 32), placement="DRAM")})
+
+Both are called inside the ``T.Kernel`` body and attach block attributes that the TT passes read; other
+targets ignore them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tilelang.language as _tl
+from tvm.tirx.script.builder.ir import sblock_attr as _sblock_attr
+
+from . import attrs
+from .errors import TTAnnotationError
+from .schedule import make_schedule_spec
+
+PLACEMENTS = ("DRAM", "L1")
+SHARD_ORDERS = ("row_major", "col_major")
+FACES = ("16x16",)
+
+
+@dataclass(frozen=True)
+class TTShard:
+    """How one tensor is tilized, sharded and placed.
+
+    axis: the dimension(s) sharded across cores, an int or a tuple of ints.
+    tiles: tile description, e.g. ``("rows", 32)`` or ``("rows", "cols", 32)``; the tile edge must be 32.
+    placement: "DRAM" (interleaved over the DRAM banks) or "L1" (interleaved over the cores' L1).
+    order: tile order inside the tensor, "row_major" (the only one the readers emit today) or "col_major".
+    faces: face layout inside a tile, "16x16".
+    """
+
+    axis: int | tuple[int, ...] = 0
+    tiles: tuple = ("rows", "cols", 32)
+    placement: str = "DRAM"
+    order: str = "row_major"
+    faces: str = "16x16"
+
+    def __post_init__(self):
+        axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)
+        if not axes or not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axes):
+            raise TTAnnotationError(f"axis={self.axis!r} must be a non-negative int or tuple of them",
+                                    construct="T.TTShard(axis=...)")
+        if not isinstance(self.tiles, tuple) or not self.tiles or self.tiles[-1] != 32 or not all(
+                t in ("rows", "cols") for t in self.tiles[:-1]):
+            raise TTAnnotationError(f"tiles={self.tiles!r} must look like ('rows', 32), ('cols', 32) or "
+                                    "('rows', 'cols', 32)", construct="T.TTShard(tiles=...)",
+                                    fix="TT tiles are 32x32")
+        if self.placement not in PLACEMENTS:
+            raise TTAnnotationError(f"placement={self.placement!r} is not one of {list(PLACEMENTS)}",
+                                    construct="T.TTShard(placement=...)")
+        if self.order not in SHARD_ORDERS:
+            raise TTAnnotationError(f"order={self.order!r} is not one of {list(SHARD_ORDERS)}",
+                                    construct="T.TTShard(order=...)")
+        if self.faces not in FACES:
+            raise TTAnnotationError(f"faces={self.faces!r} is not one of {list(FACES)}",
+                                    construct="T.TTShard(faces=...)")
+
+    def as_dict(self) -> dict:
+        axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)
+        return {"axis": list(axes), "tiles": [str(t) for t in self.tiles], "placement": self.placement,
+                "order": self.order, "faces": self.faces}
+
+
+def annotate_tt_schedule(policy="contiguous", order="row_major", rect=None, stride=None, chunk_k_tiles=None,
+                         qk_chunk_tiles=None):
+    """Choose the static schedule of the grid's blocks over the cores (see ``tilelang_tt.schedule``)."""
+    spec = make_schedule_spec(policy, order, rect, stride, chunk_k_tiles, qk_chunk_tiles)
+    return _sblock_attr({attrs.SCHEDULE_ANNOTATION: spec.as_dict()})
+
+
+def annotate_tt_sharding(shards: dict):
+    """Describe tensor tilization, sharding and placement: ``{buffer: T.TTShard(...)}``."""
+    if not isinstance(shards, dict):
+        raise TTAnnotationError(f"expected a dict {{buffer: T.TTShard(...)}}, got {type(shards).__name__}",
+                                construct="T.annotate_tt_sharding")
+    table = {}
+    for buf, shard in shards.items():
+        if not hasattr(buf, "data") or not hasattr(buf, "shape"):
+            raise TTAnnotationError(f"key {buf!r} is not a buffer", construct="T.annotate_tt_sharding",
+                                    fix="key the dict by the kernel's tensor parameters")
+        if not isinstance(shard, TTShard):
+            raise TTAnnotationError(f"value for {buf.name} is {type(shard).__name__}, not T.TTShard",
+                                    construct="T.annotate_tt_sharding")
+        table[buf.data] = shard.as_dict()
+    return _sblock_attr({attrs.SHARDING_ANNOTATION: table})
+
+
+TT_NAMES = ("annotate_tt_schedule", "annotate_tt_sharding", "TTShard")
+
+
+def install_into_tilelang_language() -> None:
+    """Make ``T.annotate_tt_schedule`` etc. available on ``tilelang.language``."""
+    for name in TT_NAMES:
+        setattr(_tl, name, globals()[name])
