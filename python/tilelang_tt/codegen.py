@@ -177,7 +177,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
 
     buffers = []
     for i, buf, shape in tensors:
-        fmt = data_format(buf.dtype, f"tensor {buf.name}")
+        fmt = data_format(buf.dtype, f"tensor {buf.name}", src)
         tr, tc = tile_shape_2d(shape)
         io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
         shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]

@@ -21,10 +21,10 @@ FORMATS: dict[str, DataFormat] = {
 }
 
 
-def data_format(dtype, construct: str = "dtype") -> DataFormat:
+def data_format(dtype, construct: str = "dtype", source: str | None = None) -> DataFormat:
     key = str(dtype)
     if key not in FORMATS:
         raise TTUnsupportedError(
-            f"dtype {key!r} has no supported TT data format", construct=construct,
+            f"dtype {key!r} has no supported TT data format", construct=construct, source=source,
             fix=f"use one of {sorted(FORMATS)}")
     return FORMATS[key]

@@ -73,7 +73,8 @@ def _build(stmt, out, source):
                 return
     c = tile_op_call(stmt)
     if c is not None and (c.op.same_as(TileOps.gemm) or c.op.same_as(TileOps.fill)):
-        raise TTUnsupportedError(f"{c.op.name} was not tensorized and the TT backend has no scalar fallback for it",
+        raise TTUnsupportedError(f"{c.op.name} was not tensorized (tensorize=False) and the TT backend has no scalar "
+                                 "fallback for it",
                                  construct=describe(stmt), source=source,
                                  fix="compile with tensorize enabled (the default)")
     raise TTLoweringError(f"unexpected statement {type(stmt).__name__} after lowering", construct=describe(stmt),

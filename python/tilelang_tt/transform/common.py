@@ -13,9 +13,45 @@ import tvm
 from tvm import tirx
 from tvm.ir import Op
 
-from ..errors import TTLoweringError
+from ..errors import TTError, TTLoweringError
 
 TILE = 32
+
+
+def visit(node, fn) -> None:
+    """``post_order_visit`` that lets a TTError raised by ``fn`` reach the caller as itself
+    (an exception raised inside a TVM FFI callback would come back as RuntimeError)."""
+    errors = []
+
+    def callback(n):
+        if not errors:
+            try:
+                fn(n)
+            except TTError as err:
+                errors.append(err)
+
+    tirx.stmt_functor.post_order_visit(node, callback)
+    if errors:
+        raise errors[0]
+
+
+def transform(node, post, only_enable):
+    """``ir_transform`` with the same error handling as :func:`visit`."""
+    errors = []
+
+    def callback(n):
+        if errors:
+            return None
+        try:
+            return post(n)
+        except TTError as err:
+            errors.append(err)
+            return None
+
+    out = tirx.stmt_functor.ir_transform(node, None, callback, only_enable)
+    if errors:
+        raise errors[0]
+    return out
 
 
 def op(name: str) -> Op:

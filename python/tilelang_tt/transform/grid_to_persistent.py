@@ -29,7 +29,7 @@ from .. import attrs
 from ..errors import TTLoweringError, TTScheduleError, TTUnsupportedError
 from ..schedule import ScheduleSpec, build_schedule, make_schedule_spec
 from ..target import TTOptions
-from .common import TileOps, describe, is_call_to, prim_func_pass, source_of
+from .common import visit, TileOps, describe, is_call_to, prim_func_pass, source_of
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
@@ -143,7 +143,7 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
                                      construct=describe(node), source=src,
                                      fix="use T.Parallel / tile operators instead of explicit thread loops")
 
-    tirx.stmt_functor.post_order_visit(inner, reject_thread_loops)
+    visit(inner, reject_thread_loops)
 
     spec = _find_schedule_annotation(inner)
     grid_x = grid.get("blockIdx.x", (None, 1))[1]

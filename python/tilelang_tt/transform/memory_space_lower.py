@@ -34,7 +34,7 @@ from ..device import DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
+from .common import (TILE, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
                      tile_op_call, tile_shape_2d)
 
 SCOPE_SHARED = "shared.dyn"
@@ -248,7 +248,7 @@ class _Lowerer:
                 if isinstance(node, tirx.BufferLoad):
                     return tirx.BufferLoad(operand(node.buffer, node.indices, False), [vi, vj])
                 return None
-            return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post, ["tirx.BufferLoad"]).value
+            return transform(tirx.Evaluate(expr), post, ["tirx.BufferLoad"]).value
 
         value = rewrite(body.value)
         dst = operand(body.buffer, body.indices, True)
@@ -343,7 +343,7 @@ class _Lowerer:
             else:
                 role, depth = "output", 2
             index = self._allocate_index(role, used)
-            fmt = data_format(buf.dtype, f"tile buffer {name}")
+            fmt = data_format(buf.dtype, f"tile buffer {name}", self.src)
             rows, cols = tile_shape_2d(static_shape(buf, self.src))
             block_tiles = rows * cols
             table[name] = {"index": index, "role": role, "producer": sorted(info.producer),

@@ -24,7 +24,7 @@ from .. import attrs
 from ..device import DeviceProfile
 from ..errors import TTUnsupportedError
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
-from .common import TileOps, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
+from .common import visit as walk, TileOps, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div)
 
@@ -95,7 +95,7 @@ class _Tensorizer:
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
                                          source=self.src)
 
-        tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
+        walk(tirx.Evaluate(expr), visit)
         need = dst_slots(expr)
         if need > self.cap:
             raise TTUnsupportedError(f"the expression needs {need} DST tiles, more than the {self.cap} available",

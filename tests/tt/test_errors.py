@@ -1,0 +1,166 @@
+"""Each error a user can hit: our exception type, the construct, and the message; no artifact left behind."""
+
+import pytest
+import tilelang
+import tilelang.language as T
+
+from examples import kernels as K
+from tilelang_tt.errors import (TTError, TTLoweringError, TTScheduleError, TTShapeError, TTUnsupportedError,
+                                TTVersionError)
+
+
+def compile_tt(func, **target):
+    return tilelang.compile(func, target={"kind": "tt", **target})
+
+
+def assert_no_artifacts(root):
+    assert not root.exists() or not any(root.iterdir()), list(root.iterdir())
+
+
+def gemm_kernel(M=64, N=64, K_=64, trans_a=False, clear=True, dtype="bfloat16", block=32, offset=0):
+    a_shape = (K_, M) if trans_a else (M, K_)
+
+    @T.prim_func
+    def gemm(A: T.Tensor(a_shape, dtype), B: T.Tensor((K_, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(N // block, M // block, threads=128) as (bx, by):
+            A_s = T.alloc_shared((block, block), dtype)
+            B_s = T.alloc_shared((block, block), dtype)
+            C_l = T.alloc_fragment((block, block), "float32")
+            if clear:
+                T.clear(C_l)
+            for k in T.serial(K_ // block):
+                if trans_a:
+                    T.copy(A[k * block, by * block], A_s)
+                else:
+                    T.copy(A[by * block + offset, k * block], A_s)
+                T.copy(B[k * block, bx * block], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_A=trans_a)
+            T.copy(C_l, C[by * block, bx * block])
+
+    return gemm
+
+
+def unary_kernel(fn, dtype="float32"):
+    @T.prim_func
+    def unary(A: T.Tensor((64, 64), dtype), C: T.Tensor((64, 64), dtype)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = fn(A[by * 32 + i, bx * 32 + j])
+
+    return unary
+
+
+CASES = {
+    "shape_not_tile_multiple": (lambda: K.elementwise_add(100, 64), TTShapeError,
+                                r"buffer A: A has shape \[100, 64\]; TT tiles are 32x32.*fix: pad A to \[128, 64\]"),
+    "transpose_A": (lambda: gemm_kernel(trans_a=True), TTUnsupportedError,
+                    r"transpose_A=True: TT matmul transposes only its in1 \(B\) operand"),
+    "accumulate_before_clear": (lambda: gemm_kernel(M=256, N=256, clear=False, block=128), TTUnsupportedError,
+                                r"T.gemm accumulates into C_l before it is initialised.*fix: call T.clear\(C_l\)"),
+    "unsupported_function": (lambda: unary_kernel(T.tanh), TTUnsupportedError,
+                             r"elementwise function tirx.tanh has no TT tile intrinsic"),
+    "unsupported_dtype": (lambda: K.elementwise_add(64, 64, "float64"), TTUnsupportedError,
+                          r"dtype 'float64' has no supported TT data format.*fix: use one of \['bfloat16', 'float16', 'float32'\]"),
+    "int_dtype": (lambda: K.elementwise_add(64, 64, "int8"), TTUnsupportedError, r"dtype 'int8' has no supported TT data format"),
+    "misaligned_copy": (lambda: gemm_kernel(M=96, offset=16), TTUnsupportedError,
+                        r"row offset .* of A is not a multiple of 32"),
+    "l1_budget": (lambda: gemm_kernel(M=1024, N=1024, K_=1024, block=512, dtype="float32"), TTUnsupportedError,
+                  r"circular buffers need \d+ bytes of L1 per core, more than the 1499136 bytes of wormhole_b0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_error(name, artifact_root):
+    make, exc, message = CASES[name]
+    with pytest.raises(exc, match="(?s)" + message) as info:
+        compile_tt(make())
+    assert isinstance(info.value, TTError)
+    assert "kernel '" in str(info.value)            # names the kernel and where it was written
+    assert_no_artifacts(artifact_root)
+
+
+def test_tensorize_disabled_has_no_fallback(artifact_root):
+    with pytest.raises(TTUnsupportedError, match=r"tl.tileop.fill was not tensorized \(tensorize=False\) and the TT backend has no scalar fallback"):
+        compile_tt(K.design_gemm(64, 64, 64), tensorize=False)
+    assert_no_artifacts(artifact_root)
+
+
+def test_no_grid(artifact_root):
+    @T.prim_func
+    def no_grid(A: T.Tensor((32, 32), "float32")):
+        for i in T.serial(32):
+            A[i, 0] = 1.0
+
+    with pytest.raises(TTLoweringError, match=r"no T.Kernel grid .* found"):
+        compile_tt(no_grid)
+
+
+def test_three_d_grid(artifact_root):
+    @T.prim_func
+    def grid3(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, 2, threads=128) as (bx, by, bz):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+
+    with pytest.raises(TTUnsupportedError, match=r"a 3-D grid \(blockIdx.z extent 2\)"):
+        compile_tt(grid3)
+
+
+def test_thread_index_dependent_body(artifact_root):
+    @T.prim_func
+    def per_thread(A: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=32) as (bx, by):
+            tx = T.get_thread_binding(0)
+            A[by * 32 + tx, bx * 32] = 0.0
+
+    with pytest.raises(TTUnsupportedError, match=r"reads threadIdx|scalar store outside T.Parallel"):
+        compile_tt(per_thread)
+
+
+def test_control_flow(artifact_root):
+    @T.prim_func
+    def branchy(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            if bx > 0:
+                for i, j in T.Parallel(32, 32):
+                    C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+
+    with pytest.raises(TTUnsupportedError, match=r"control flow \(if\) inside the kernel body"):
+        compile_tt(branchy)
+
+
+def test_scalar_store(artifact_root):
+    @T.prim_func
+    def scalar(A: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A[by * 32, bx * 32] = 1.0
+
+    with pytest.raises(TTUnsupportedError, match=r"a scalar store outside T.Parallel"):
+        compile_tt(scalar)
+
+
+def test_schedule_leaving_blocks_uncovered(artifact_root):
+    @T.prim_func
+    def add(A: T.Tensor((128, 128), "float32"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            T.annotate_tt_schedule(policy="strided", stride=(3, 4))
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+
+    with pytest.raises(TTScheduleError, match=r"of 16 blocks are never visited, e.g. \(by=0, bx=0\)"):
+        compile_tt(add)
+    assert_no_artifacts(artifact_root)
+
+
+def test_calling_a_dry_run_kernel_explains(artifact_root):
+    kernel = compile_tt(K.elementwise_add(64, 64))
+    with pytest.raises(TTError, match=r"only emits TT programs \(dry run\)"):
+        kernel()
+
+
+def test_unsupported_tilelang_version(monkeypatch):
+    from tilelang_tt import _tilelang_hooks
+
+    monkeypatch.setattr(tilelang, "__version__", "0.2.0")
+    with pytest.raises(TTVersionError, match=r"(?s)tilelang 0.2.0 is installed.*fix: pip install tilelang==0.1.15"):
+        _tilelang_hooks.check_tilelang_version()
