@@ -22,10 +22,17 @@ def schema() -> dict:
     return json.loads(resources.files("tilelang_tt").joinpath("schema/tt.plan.schema.json").read_text())
 
 
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema())
+    cls.check_schema(schema())
+    return cls(schema())
+
+
 def validate(plan: dict) -> None:
     """Raise TTPlanError if ``plan`` violates the schema or its cross-field invariants."""
     try:
-        jsonschema.validate(plan, schema())
+        _validator().validate(plan)
     except jsonschema.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path) or "<root>"
         raise TTPlanError(f"tt.plan.json is invalid at {where}: {err.message}", construct="tt.plan.json") from None
