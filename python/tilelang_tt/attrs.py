@@ -17,6 +17,7 @@ SHARDS = "tt.shards"                  # TTShardToCoreMap: {buffer: {axis, tiles,
 PADDING = "tt.padding"                # TilePadTT: {buffer: {logical, padded}}
 CB = "tt.cb"                          # MemorySpaceLowerTT: {buffer: {index, format, page_size, depth, ...}}
 TENSORIZED = "tt.tensorized"          # TensorizeTT: True once every tile op is a TT intrinsic
+SOURCE = "tt.source"                  # pipeline: "file:line (kernel name)" of the TileLang function
 DEVICE = "tt.device"                  # pipeline: the arch name
 OPTIONS = "tt.options"                # pipeline: target options (max_cores, tensorize, ...)
 LOWERED = "tt.lowered"                # pipeline: the function as the TT passes left it, for codegen
@@ -26,5 +27,5 @@ PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by Gr
 
 ALL_KEYS = (
     SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, CORE_RANGES, SHARDS, PADDING,
-    CB, TENSORIZED, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP,
+    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP,
 )

@@ -18,6 +18,7 @@ from tvm.target import Target
 
 from . import attrs
 from .target import TTOptions, options_from_target
+from .transform.common import source_of
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.memory_space_lower import memory_space_lower
 from .transform.shard_to_core_map import shard_to_core_map
@@ -69,7 +70,7 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
         mod = tirx.transform.BindTarget(target)(mod)
     _dump(mod, 0, "Input")
     mod = IRModule({gv: f.with_attr(attrs.OPTIONS, options.as_dict()).with_attr(attrs.DEVICE, options.arch)
-                    for gv, f in mod.functions.items()})
+                    .with_attr(attrs.SOURCE, source_of(f)) for gv, f in mod.functions.items()})
     for step, (name, fn) in enumerate(passes(options), start=1):
         mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})
         _dump(mod, step, name)

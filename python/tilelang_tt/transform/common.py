@@ -83,6 +83,10 @@ def tile_op_call(stmt) -> tirx.Call | None:
 
 def source_of(func: tirx.PrimFunc) -> str:
     """``file:line (kernel name)`` of the TileLang function, as precise as the frontend recorded it."""
+    from .. import attrs
+
+    if func.attrs and attrs.SOURCE in func.attrs:
+        return str(func.attrs[attrs.SOURCE])
     name = str(func.attrs.get("global_symbol", "<kernel>")) if func.attrs else "<kernel>"
     span = getattr(func, "span", None)
     if span is not None and span.source_name is not None:
