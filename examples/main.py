@@ -21,10 +21,10 @@ from examples import kernels as K  # noqa: E402
 from tilelang_tt.summary import plan_summary  # noqa: E402
 
 CASES = [
-    ("design GEMM 256x256x256 bf16", lambda: K.design_gemm(256, 256, 256)),
+    ("design GEMM 512x512x512 bf16", lambda: K.design_gemm(512, 512, 512)),
     ("TileLang example GEMM 1024^3 fp16/fp32", lambda: K.tilelang_example_gemm(1024, 1024, 1024)),
-    ("elementwise add 256x256 fp32", lambda: K.elementwise_add(256, 256, "float32")),
-    ("elementwise add 256x256 bf16", lambda: K.elementwise_add(256, 256, "bfloat16")),
+    ("elementwise add 1024x1024 fp32", lambda: K.elementwise_add(1024, 1024, "float32")),
+    ("elementwise add 1024x1024 bf16", lambda: K.elementwise_add(1024, 1024, "bfloat16")),
     ("fused exp(a)*b+1 128x128 bf16", lambda: K.fused_chain(128, 128)),
 ]
 

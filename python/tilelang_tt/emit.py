@@ -537,6 +537,13 @@ class ComputeEmitter(_Projector):
             kind = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}[type(node)]
             scalar_first = is_scalar(a)
             value = float((a if scalar_first else b).value)
+            if scalar_first and kind == "div":          # s / x = recip(x) * s
+                init, call = self.intr("recip", dst="i")
+                out(init + ";")
+                out(call + ";")
+                if value == 1.0:
+                    return
+                kind, scalar_first = "mul", False
             name = "rsub_unary_tile" if scalar_first and kind == "sub" else f"{kind}_unary_tile"
             init, call = self.intr(name, dst="i", param=float_bits(value))
         del stub

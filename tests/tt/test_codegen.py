@@ -165,3 +165,32 @@ def test_every_cb_and_tensor_identifier_is_declared(name):
         args = set(re.findall(r"const uint32_t (\w+) = get_arg_val", code))
         for a in args:
             assert len(re.findall(rf"\b{a}\b", code)) >= 2, f"{rel}: runtime arg {a} is read but never used"
+
+
+def test_gemm_epilogue_fused_in_dst():
+    """relu(C) + 1 applied to a DST-resident accumulator happens in DST before the pack."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def gemm_relu(A: T.Tensor((64, 64), "bfloat16"), B: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((32, 32), "bfloat16")
+            B_s = T.alloc_shared((32, 32), "bfloat16")
+            C_l = T.alloc_fragment((32, 32), "float32")
+            C_s = T.alloc_shared((32, 32), "bfloat16")
+            T.clear(C_l)
+            for k in T.serial(2):
+                T.copy(A[by * 32, k * 32], A_s)
+                T.copy(B[k * 32, bx * 32], B_s)
+                T.gemm(A_s, B_s, C_l)
+            for i, j in T.Parallel(32, 32):
+                C_s[i, j] = 2.0 / T.max(C_l[i, j], 0.0)
+            T.copy(C_s, C[by * 32, bx * 32])
+
+    art = artifact(gemm_relu)
+    compute = art.files["kernels/compute.cpp"]
+    assert art.plan["cbs"] and all(cb["name"] != "C_l" for cb in art.plan["cbs"])   # C_l lives in DST
+    body = compute[compute.index("tile_regs_acquire();  // accumulator lives in DST"):]
+    order = [body.index(s) for s in ("matmul_tiles(", "relu_tile(i);", "recip_tile(i);",
+                                     "mul_unary_tile(i, 0x40000000u);", "tile_regs_commit();", "pack_tile(")]
+    assert order == sorted(order)

@@ -188,7 +188,8 @@ class _Tensorizer:
             entry["subblock"] = list(_subblock(rows, cols, self.cap)) if "matmul" in kinds else [1, 1]
             if (rows * cols <= self.cap and len(kinds) >= 3 and kinds[0] == "fill" and kinds[-1] == "read"
                     and all(k == "matmul" for k in kinds[1:-1]) and touching[0][2] == touching[-1][2]
-                    and _unary_of(touching[-1][3], name)):
+                    and _unary_of(touching[-1][3], name)
+                    and self.cb[touching[-1][1]]["role"] != "intermediate"):
                 first = self.ops.index(touching[0])
                 last = self.ops.index(touching[-1])
                 if all(op in touching for op in self.ops[first:last + 1]):
