@@ -20,7 +20,7 @@ from tvm.target import Target
 from . import attrs, plan as plan_mod
 from .artifact import safe_name, write_artifact
 from .device import get_device
-from .emit import ComputeEmitter, DataMovementEmitter, Lines, TensorUse, _used_vars
+from .emit import ComputeEmitter, DataMovementEmitter, Lines, TensorUse
 from .errors import TTLoweringError
 from .formats import data_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
@@ -56,10 +56,6 @@ def _cb_var(name: str) -> str:
     return f"cb_{safe_name(name)}"
 
 
-def _schedule_args_used(tree_vars: set, names: list[str]) -> list[str]:
-    return [n for n in names if n in tree_vars]
-
-
 def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     if attrs.LOWERED in func.attrs:
         func = func.attrs[attrs.LOWERED]
@@ -90,7 +86,6 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     tree = build(func.body, src)
 
     # Tensors, by parameter index.
-    params = [p for p in func.params if p in func.buffer_map]
     tensors = []
     for i, p in enumerate(func.params):
         if p not in func.buffer_map:
@@ -137,10 +132,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         lines = Lines(1)
         rtree = dm_tree(kind, pos)
         em.emit_seq(lines, rtree)
-        used = {v for v in _used_vars([n for n in rtree])}
-        body_vars = used | {line for line in []}
-        roles[role] = (lines.text(), uses, body_vars,
-                       sorted({int(op.args[0]) for op in walk_ops(tree) if op.kind == kind}))
+        roles[role] = (lines.text(), uses, sorted({int(op.args[0]) for op in walk_ops(tree) if op.kind == kind}))
     cem = ComputeEmitter(cbs, cb_names, dev.dst_capacity(fp32_acc), mixed, src)
     clines = Lines(1)
     cem.prepare(tree)
@@ -157,13 +149,10 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
                             "comment": f"{n}: {rows}x{cols} tiles {e['dtype']}, {e['role']}, depth {e['depth_blocks']} block(s)"})
         return out
 
-    def uses_text(text):
-        return lambda arg: (arg in text)
-
     fidelity = options.math_fidelity
     kernels = {}
     for role in ("reader", "writer"):
-        text, uses, _, cbidx = roles[role]
+        text, uses, cbidx = roles[role]
         layout = [{"name": f"{u.name}_addr", "kind": "buffer_address", "buffer": u.name} for u in uses]
         layout += [{"name": n, "kind": "schedule"} for n in rt_names]
         kernels[role] = {"file": KERNEL_FILES[role],
@@ -214,15 +203,15 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     plan_mod.validate(plan)
 
     def render_dm(role):
-        text, uses, _, cbidx = roles[role]
+        text, uses, cbidx = roles[role]
         tmap = {safe_name(by_param[i][0].name): (by_param[i][1], str(by_param[i][0].dtype))
                 for i in (reads if role == "reader" else writes)}
         tens = [{"name": u.name, "tiles_w": u.tiles_w, "shape": "x".join(map(str, tmap[u.name][0])),
                  "dtype": tmap[u.name][1]} for u in uses]
         layout = [a for a in kernels[role]["runtime_args"]["layout"]]
         used_layout = [dict(a, used=(a["kind"] == "buffer_address" or a["name"] in text)) for a in layout]
-        return _ENV.get_template(f"{role}.cpp.j2").render(
-            name=name, source=src, grid=grid, kernel=_with_layout(kernels[role], used_layout), tensors=tens,
+        return _ENV.get_template("dataflow.cpp.j2").render(
+            role=role, name=name, source=src, grid=grid, kernel=_with_layout(kernels[role], used_layout), tensors=tens,
             cbs=cb_decls(cbidx), body=text, dataflow_header=DATAFLOW_HEADER)
 
     ctext = clines.text()

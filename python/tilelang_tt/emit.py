@@ -527,7 +527,6 @@ class ComputeEmitter(_Projector):
         self._pack(out, cb_d, n)
 
     def _eval_unary_step(self, out: Lines, node):
-        stub = tirx.BufferLoad(tirx.decl_buffer((32, 32), "float32", "_dst"), [0, 0])
         if isinstance(node, tirx.Call):
             init, call = self.intr(UNARY_TIR_OPS[str(node.op.name)], dst="i")
         elif isinstance(node, tirx.Max):
@@ -546,6 +545,5 @@ class ComputeEmitter(_Projector):
                 kind, scalar_first = "mul", False
             name = "rsub_unary_tile" if scalar_first and kind == "sub" else f"{kind}_unary_tile"
             init, call = self.intr(name, dst="i", param=float_bits(value))
-        del stub
         out(init + ";")
         out(call + ";")

@@ -110,3 +110,15 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     assert names == ["00_Input.py", "01_GridToPersistentTT.py", "02_TTShardToCoreMap.py", "03_TilePadTT.py",
                      "04_MemorySpaceLowerTT.py", "05_TensorizeTT.py"]
     assert "tt_eltwise" in (tmp_path / "main" / "05_TensorizeTT.py").read_text()
+
+
+def test_passes_also_run_under_tvm_pass_manager():
+    from tilelang_tt.transform import GridToPersistentTT, MemorySpaceLowerTT, TilePadTT, TTShardToCoreMap
+
+    opts = make_options(max_cores=3)
+    mod = tvm.IRModule({"main": K.elementwise_add(64, 64)})
+    seq = tvm.transform.Sequential([GridToPersistentTT(opts), TTShardToCoreMap(opts.device.grid_x), TilePadTT(),
+                                    MemorySpaceLowerTT(opts.device)])
+    out = seq(mod)["main"]
+    assert [int(m["count"]) for m in out.attrs[attrs.SCHEDULE]["mapping"]] == [2, 1, 1]
+    assert sorted(out.attrs[attrs.CB]) == ["A_tile", "B_tile", "C_out"]
