@@ -199,7 +199,7 @@ class ComputeEmitter(_Projector):
         if op.kind == "read_block":
             name, entry = self.by_index[int(op.args[0])]
             return "compute" in entry["consumer"]
-        return op.kind in ("fill", "matmul", "eltwise")
+        return op.kind in ("fill", "matmul", "eltwise", "transpose")
 
     def cbn(self, index_or_name) -> str:
         if isinstance(index_or_name, str):
@@ -268,6 +268,30 @@ class ComputeEmitter(_Projector):
         name, e = self.entry(op.args[0])
         out(f"cb_wait_front({self.cbn(name)}, {e['block_tiles']});")
         self.pending_pops[-1].append((self.cbn(name), e["block_tiles"]))
+
+    def op_transpose(self, out: Lines, op: Op):
+        """Transpose a block of tiles into a scratch CB; it is consumed (popped) at the end of the scope."""
+        s_name, s = self.entry(op.args[0])
+        d_name, d = self.entry(op.args[1])
+        cs, cd = self.cbn(s_name), self.cbn(d_name)
+        rows, cols = d["shape_tiles"]          # the source block is cols x rows tiles
+        init, _ = self.intr("transpose_tile", a=cs, ia=0, dst=0)
+        self.reconfig_unpack(out, cs)
+        out(init + ";")
+        out(f"cb_reserve_back({cd}, {rows * cols});")
+        out.block(f"for (uint32_t r = 0; r < {rows}u; ++r)")
+        out.block(f"for (uint32_t c = 0; c < {cols}u; ++c)")
+        out("tile_regs_acquire();")
+        out(self.intr("transpose_tile", a=cs, ia=f"c * {rows}u + r", dst=0)[1] + ";")
+        out("tile_regs_commit();")
+        out("tile_regs_wait();")
+        self.reconfig_pack(out, cd)
+        out(f"pack_tile(0, {cd});")
+        out("tile_regs_release();")
+        out.end(); out.end()
+        out(f"cb_push_back({cd}, {rows * cols});")
+        out(f"cb_wait_front({cd}, {rows * cols});")
+        self.pending_pops[-1].append((cd, rows * cols))
 
     def op_fill(self, out: Lines, op: Op):
         name, e = self.entry(op.args[0])

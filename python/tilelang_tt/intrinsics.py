@@ -43,6 +43,8 @@ class TTOps:
     matmul = _register("matmul", 6)
     # eltwise(dst_cb, expr): expr is a TIR expression over BufferLoad(tile buffer, [0, 0]) leaves and scalars
     eltwise = _register("eltwise", 3)
+    # transpose(src_cb, dst_cb): dst block (C x R tiles) = transpose of the src block (R x C tiles)
+    transpose = _register("transpose", 3)
 
 
 def call(op: Op, *args, note: str = "") -> tirx.Evaluate:
@@ -120,6 +122,13 @@ INTRINSICS: dict[str, Intrinsic] = {
     "recip": Intrinsic("recip_tile_init()", "recip_tile({dst})", "api/compute/eltwise_unary/recip.h", "sfpu_unary"),
     "relu": Intrinsic("relu_tile_init()", "relu_tile({dst})", "api/compute/eltwise_unary/relu.h", "sfpu_unary"),
     "gelu": Intrinsic("gelu_tile_init()", "gelu_tile({dst})", "api/compute/eltwise_unary/gelu.h", "sfpu_unary"),
+    "tanh": Intrinsic("tanh_tile_init()", "tanh_tile({dst})", "api/compute/compute_kernel_api.h", "sfpu_unary"),
+    "sigmoid": Intrinsic("sigmoid_tile_init()", "sigmoid_tile({dst})", "api/compute/compute_kernel_api.h",
+                         "sfpu_unary"),
+    "erf": Intrinsic("erf_tile_init()", "erf_tile({dst})", "api/compute/eltwise_unary/erf_erfc.h", "sfpu_unary"),
+    # Whole-tile transpose of a CB tile into DST (used for T.gemm(transpose_A=True)).
+    "transpose_tile": Intrinsic("transpose_init({a})", "transpose_tile({a}, {ia}, {dst})", "api/compute/transpose.h",
+                                "copy"),
     "negative": Intrinsic("negative_tile_init()", "negative_tile({dst})", "api/compute/eltwise_unary/negative.h",
                           "sfpu_unary"),
     # Fill DST[dst] with a constant.
@@ -133,6 +142,9 @@ UNARY_TIR_OPS: dict[str, str] = {
     "tirx.log": "log",
     "tirx.sqrt": "sqrt",
     "tirx.rsqrt": "rsqrt",
+    "tirx.tanh": "tanh",
+    "tirx.sigmoid": "sigmoid",
+    "tirx.erf": "erf",
 }
 
 # Headers every compute kernel includes.

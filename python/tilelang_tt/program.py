@@ -34,7 +34,7 @@ class Bind:
 
 @dataclass
 class Op:
-    kind: str               # read_block | write_block | fill | matmul | eltwise
+    kind: str               # read_block | write_block | fill | matmul | eltwise | transpose
     args: list
     text: str               # the TIR statement, for comments
 
@@ -66,7 +66,7 @@ def _build(stmt, out, source):
     found = tt_op_of(stmt)
     if found is not None:
         op, c = found
-        for kind in ("read_block", "write_block", "fill", "matmul", "eltwise"):
+        for kind in ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose"):
             if op.same_as(getattr(TTOps, kind)):
                 note = c.args[-1].value if isinstance(c.args[-1], tirx.StringImm) else describe(stmt)
                 out.append(Op(kind, list(c.args[:-1]), note))

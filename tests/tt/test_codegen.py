@@ -137,6 +137,36 @@ def test_intrinsic_table_is_the_only_source_of_compute_calls():
         assert calls <= allowed, calls - allowed
 
 
+def test_transpose_a_goes_through_a_scratch_cb():
+    from .test_errors import gemm_kernel
+
+    art = artifact(gemm_kernel(M=64, N=64, K_=96, trans_a=True))
+    scratch = next(cb for cb in art.plan["cbs"] if cb["role"] == "scratch")
+    assert scratch["name"] == "A_s_T" and scratch["num_pages"] == 1
+    compute = art.files["kernels/compute.cpp"]
+    assert "transpose_init(cb_A_s);" in compute
+    assert "transpose_tile(cb_A_s, c * 1u + r, 0);" in compute
+    t = compute.index("transpose_tile(")
+    assert compute.index("cb_push_back(cb_A_s_T, 1);", t) < compute.index("matmul_tiles(cb_A_s_T, cb_B_s", t)
+    assert compute.count("cb_pop_front(cb_A_s_T, 1);") == 1
+
+
+def test_gelu_formula_and_tanh_fuse_in_dst():
+    import tilelang.language as T
+
+    @T.prim_func
+    def gelu(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                x = A[by * 32 + i, bx * 32 + j]
+                C[by * 32 + i, bx * 32 + j] = 0.5 * x * (1.0 + T.erf(x * 0.7071067811865476)) + T.tanh(x)
+
+    compute = artifact(gelu).files["kernels/compute.cpp"]
+    for call in ("erf_tile(", "tanh_tile(", "mul_binary_tile(", "add_binary_tile(", "mul_unary_tile("):
+        assert call in compute
+    assert '#include "api/compute/eltwise_unary/erf_erfc.h"' in compute
+
+
 GOLDEN_CASE = ("design_gemm_64", lambda: K.design_gemm(64, 64, 64))
 
 

@@ -189,6 +189,13 @@ class _Lowerer:
         while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
             loops.append(body)
             body = body.body
+        if isinstance(body, tirx.SeqStmt) and all(isinstance(b, tirx.Bind) for b in body.seq[:-1]):
+            # `x = A[i, j]` inside the body: inline the local values into the store
+            store, env = body.seq[-1], {}
+            for b in body.seq[:-1]:
+                env[b.var] = tirx.stmt_functor.substitute(b.value, env)
+            if isinstance(store, tirx.BufferStore):
+                body = tirx.BufferStore(store.buffer, tirx.stmt_functor.substitute(store.value, env), store.indices)
         if not isinstance(body, tirx.BufferStore) or len(loops) not in (1, 2):
             raise TTUnsupportedError("a T.Parallel nest must be 1 or 2 loops around one buffer store",
                                      construct=what, source=self.src, fix="write one elementwise assignment per T.Parallel")

@@ -133,11 +133,9 @@ class _Tensorizer:
         what = describe(stmt)
         a, b, cc = (decode_region(c.args[i], self.src) for i in range(3))
         trans_a, trans_b = bool(c.args[3]), bool(c.args[4])
-        if trans_a:
-            raise TTUnsupportedError("transpose_A=True: TT matmul transposes only its in1 (B) operand",
-                                     construct=what, source=self.src,
-                                     fix="load A untransposed (T.copy the [M, K] block) or pass transpose_B instead")
         am, ak = tile_shape_2d(static_shape(a.buffer))
+        if trans_a:
+            am, ak = ak, am
         bk, bn = tile_shape_2d(static_shape(b.buffer))
         if trans_b:
             bk, bn = bn, bk
@@ -151,13 +149,36 @@ class _Tensorizer:
                                      construct=what, source=self.src, fix="accumulate into T.alloc_fragment")
         note = f"T.gemm({a.buffer.name}, {b.buffer.name}, {cc.buffer.name}{', transpose_B=True' if trans_b else ''}" \
                f"{', clear_accum=True' if clear else ''})"
-        out = [call(TTOps.matmul, self.index(a.buffer), self.index(b.buffer), self.index(cc.buffer), False, trans_b,
-                    note=note)]
+        a_index = self.index(a.buffer)
+        pre = []
+        if trans_a:
+            # TT matmul transposes only in1 (B): transpose the A block into a scratch CB first.
+            a_index = self.scratch_transpose(a.buffer, am, ak)
+            pre.append(call(TTOps.transpose, self.index(a.buffer), a_index, note=note))
+            self.ops.append(("transpose", None, path, None))
+        out = pre + [call(TTOps.matmul, a_index, self.index(b.buffer), self.index(cc.buffer), False, trans_b,
+                          note=note)]
         if clear:
             self.ops.append(("fill", cc.buffer.name, path, None))
-            out.insert(0, call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0), note=note))
+            out.insert(len(pre), call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0), note=note))
         self.ops.append(("matmul", cc.buffer.name, path, None))
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
+
+    def scratch_transpose(self, buf, rows: int, cols: int) -> int:
+        """A compute-owned CB holding ``buf`` transposed (rows x cols tiles); returns its index."""
+        name = f"{buf.name}_T"
+        if name in self.cb:
+            return self.cb[name]["index"]
+        used = {int(e["index"]) for e in self.cb.values()}
+        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
+        if not free:
+            raise TTUnsupportedError(f"no circular buffer left for the transpose of {buf.name}",
+                                     construct="T.gemm(transpose_A=True)", source=self.src)
+        src = self.cb[buf.name]
+        self.cb[name] = {**src, "index": free[0], "role": "scratch", "producer": ["compute"], "consumer": ["compute"],
+                         "shape_tiles": [rows, cols], "depth_blocks": 1, "num_pages": rows * cols,
+                         "bytes": rows * cols * int(src["page_size"])}
+        return free[0]
 
     def parallel(self, loop, path):
         what = describe(loop)
