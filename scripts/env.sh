@@ -8,7 +8,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.tilelang_tt_installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# Reinstall when the build inputs changed (pyproject, CMake files, the emulator's C++ sources).
+newest=$(find pyproject.toml CMakeLists.txt cmake src -type f -newer "$stamp" 2>/dev/null | head -n 1 || true)
+if [ ! -f "$stamp" ] || [ -n "$newest" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q torch==2.13.0
   .venv/bin/pip install -q -e ".[test]"

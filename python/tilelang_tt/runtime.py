@@ -19,7 +19,11 @@ logger = logging.getLogger(__name__)
 
 
 class TTKernelAdapter(BaseKernelAdapter):
-    """Holds the generated artifact. Execution arrives with the emulator; until then a call explains."""
+    """Runs the generated artifact: on tt-sim (the CPU emulator) when no Tenstorrent device is present.
+
+    Calling convention as in TileLang: ``kernel(a, b, c)`` with every tensor, or ``kernel(a, b)`` returning
+    the outputs named by ``out_idx`` (allocated here). torch CPU tensors and NumPy arrays are accepted.
+    """
 
     def __init__(self, params, result_idx, prim_func, host_mod, device_mod, kernel_source, target, artifact):
         self.kernel_source = kernel_source
@@ -27,15 +31,44 @@ class TTKernelAdapter(BaseKernelAdapter):
         self.target = target
         self.options = options_from_target(target)
         self.prim_func = prim_func
+        self.last_report: dict | None = None
         super().__init__(device_mod, params, result_idx)
 
+    def _allocate(self, index: int, like):
+        import torch
+
+        param = self.params[index]
+        shape = [int(s) for s in param.shape]
+        dtype = getattr(torch, str(param.dtype))
+        return torch.empty(shape, dtype=dtype)
+
+    def run(self, *args, protocol_only: bool | None = None):
+        if self.options.compile_only:
+            raise TTError("this kernel was compiled with compile_only=True (dry run)", construct="kernel call",
+                          fix=f"compile without compile_only to execute; the artifact is in {self.artifact.directory}")
+        from . import emulator
+
+        n = len(self.params)
+        outs = list(self.result_idx)
+        if len(args) == n:
+            full = list(args)
+        elif len(args) == n - len(outs):
+            it = iter(args)
+            full = [None if i in outs else next(it) for i in range(n)]
+            for i in outs:
+                full[i] = self._allocate(i, args[0] if args else None)
+        else:
+            raise TTError(f"expected {n - len(outs)} tensors (or all {n}), got {len(args)}", construct="kernel call")
+        logger.info("tilelang-tt: running %s on tt-sim (CPU emulator; no Tenstorrent device)", self.artifact.name)
+        result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
+                              protocol_only=protocol_only)
+        self.last_report = result.report
+        if not outs:
+            return None
+        return full[outs[0]] if len(outs) == 1 else [full[i] for i in outs]
+
     def _convert_torch_func(self):
-        def run(*args, **kwargs):
-            raise TTError(
-                "this build of tilelang-tt only emits TT programs (dry run); executing them needs a Tenstorrent "
-                f"device or the CPU emulator. The artifact is in {self.artifact.directory}",
-                construct="kernel call", fix="build the artifact with its CMakeLists.txt against a TT-Metalium SDK")
-        return run
+        return self.run
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
         return self.kernel_source
@@ -65,6 +98,15 @@ class TTJITKernel(JITKernel):
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
         return self.adapter.artifact.source()
+
+    @property
+    def report(self) -> dict | None:
+        """The emulator's run report of the last call (counters per core and in total)."""
+        return self.adapter.last_report
+
+    def emulate(self, *args, protocol_only: bool = False):
+        """Run on tt-sim explicitly; ``protocol_only=True`` counts traffic and tile ops without the math."""
+        return self.adapter.run(*args, protocol_only=protocol_only)
 
 
 class TTKernelCache(KernelCache):

@@ -1,0 +1,200 @@
+"""Run a compiled TT artifact on tt-sim, the CPU emulator of TT-Metalium (built from ``src/tt/sim``).
+
+The exact generated host program is compiled against the emulator's SDK-shaped headers and linked with
+``libtt_sim``; it loads the exact generated kernels (compiled at run time, cached by content hash), runs
+them core by core, and returns the outputs. Host tensors stay row-major: tilize/untilize to 32x32 tiles of
+four 16x16 faces happen here, vectorized with NumPy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TTError
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_ONLY_ENV = "TILELANG_TT_PROTOCOL_ONLY"
+_NP_DTYPES = {"Float32": np.float32, "Float16": np.float16, "Float16_b": np.uint16}
+
+
+class TTSimError(TTError):
+    """The emulator rejected a run (deadlock, CB misuse, out-of-bounds NoC access, DST overflow, ...)."""
+
+
+@dataclass(frozen=True)
+class SimInstall:
+    include: Path
+    lib: Path
+    headers_hash: str
+
+
+@lru_cache(maxsize=1)
+def sim_install() -> SimInstall:
+    """Locate the emulator installed with the package (``tilelang_tt/_sim``)."""
+    candidates = []
+    if os.environ.get("TT_SIM_ROOT"):
+        candidates.append(Path(os.environ["TT_SIM_ROOT"]))
+    candidates.append(Path(__file__).resolve().parent / "_sim")
+    candidates += [Path(p) / "tilelang_tt" / "_sim" for p in sys.path if p]
+    for root in candidates:
+        lib = root / "lib" / "libtt_sim.so"
+        if lib.is_file() and (root / "include" / "api" / "dataflow" / "dataflow_api.h").is_file():
+            stamp = root / "headers_hash.txt"
+            return SimInstall(root / "include", root / "lib", stamp.read_text().strip() if stamp.exists() else "")
+    raise TTSimError("the tt-sim emulator library is not installed", construct="emulator",
+                     fix="reinstall the package (`pip install -e .` builds src/tt/sim with CMake)")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TILELANG_TT_CACHE_DIR", Path.home() / ".cache" / "tilelang_tt"))
+
+
+def build_host(artifact_dir: Path) -> Path:
+    """Compile the artifact's host program against tt-sim (cached by content hash)."""
+    inst = sim_install()
+    source = (Path(artifact_dir) / "host.cpp").read_text()
+    cxx = os.environ.get("TT_SIM_CXX", "c++")
+    flags = ["-std=c++20", "-O1", "-Wall", "-Werror"]
+    key = hashlib.sha256("\0".join([source, inst.headers_hash, cxx, *flags]).encode()).hexdigest()[:20]
+    exe = cache_root() / "sim-hosts" / key / "host"
+    if exe.is_file():
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(f"host.tmp.{os.getpid()}")
+    cmd = [cxx, *flags, f"-I{inst.include}", "-x", "c++", str(Path(artifact_dir) / "host.cpp"), "-o", str(tmp),
+           f"-L{inst.lib}", "-ltt_sim", f"-Wl,-rpath,{inst.lib}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise TTSimError(f"the generated host program does not compile against tt-sim:\n{proc.stderr[-4000:]}",
+                         construct="host.cpp")
+    os.replace(tmp, exe)   # atomic: concurrent builds of the same program agree
+    return exe
+
+
+# ---- tile layout --------------------------------------------------------------------------------------
+def tilize(array: np.ndarray) -> np.ndarray:
+    """Row-major (..., H, W) -> flat tiles (row-major over the tile grid) of four 16x16 faces."""
+    h, w = array.shape[-2:]
+    lead = int(np.prod(array.shape[:-2], dtype=np.int64)) if array.ndim > 2 else 1
+    t = array.reshape(lead * h // 32, 2, 16, w // 32, 2, 16)
+    return np.ascontiguousarray(t.transpose(0, 3, 1, 4, 2, 5)).reshape(-1)
+
+
+def untilize(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    h, w = shape[-2:]
+    lead = int(np.prod(shape[:-2], dtype=np.int64)) if len(shape) > 2 else 1
+    t = flat.reshape(lead * h // 32, w // 32, 2, 2, 16, 16)
+    return np.ascontiguousarray(t.transpose(0, 2, 4, 1, 3, 5)).reshape(shape)
+
+
+def _to_numpy(value, fmt: str) -> np.ndarray:
+    """A torch tensor or NumPy array as the raw element type of the TT format."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of the test/CLI paths only
+        torch = None
+    if torch is not None and isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        if fmt == "Float16_b":
+            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        return t.to({"Float32": torch.float32, "Float16": torch.float16}[fmt]).numpy()
+    arr = np.asarray(value)
+    if fmt == "Float16_b":
+        return float32_to_bf16_bits(np.ascontiguousarray(arr, dtype=np.float32))
+    return np.ascontiguousarray(arr, dtype=_NP_DTYPES[fmt])
+
+
+def float32_to_bf16_bits(arr: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 -> bfloat16 bit patterns (as tt-sim's packer does)."""
+    u = arr.view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def _store(target, raw: np.ndarray, fmt: str) -> None:
+    """Write raw TT-format values back into a torch tensor or NumPy array, in place."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        torch = None
+    if torch is not None and isinstance(target, torch.Tensor):
+        if fmt == "Float16_b":
+            value = torch.from_numpy(raw.view(np.int16).copy()).view(torch.bfloat16)
+        else:
+            value = torch.from_numpy(raw.copy())
+        target.copy_(value.to(target.dtype).reshape(target.shape))
+        return
+    if fmt == "Float16_b":
+        raw = (raw.astype(np.uint32) << 16).view(np.float32)
+    np.copyto(target, raw.reshape(target.shape).astype(target.dtype))
+
+
+@dataclass
+class RunResult:
+    report: dict
+    seconds: float
+
+
+def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_only: bool | None = None,
+        timeout_s: float = 600.0) -> RunResult:
+    """Execute the artifact on tt-sim. ``tensors`` maps parameter index -> tensor (inputs are read, outputs
+    are written in place)."""
+    import time
+
+    inst = sim_install()
+    exe = build_host(artifact_dir)
+    if protocol_only is None:
+        protocol_only = os.environ.get(PROTOCOL_ONLY_ENV) == "1"
+    with tempfile.TemporaryDirectory(prefix="tt-sim-") as data:
+        data_dir = Path(data)
+        for buf in plan["buffers"]:
+            value = tensors.get(buf["param_index"])
+            if value is None:
+                raise TTSimError(f"no tensor for parameter {buf['name']}", construct="kernel call")
+            shape = tuple(getattr(value, "shape", ()))
+            if shape != tuple(buf["shape"]):
+                raise TTSimError(f"{buf['name']} has shape {list(shape)}, the kernel was compiled for {buf['shape']}",
+                                 construct="kernel call", fix="pass tensors of the compiled shapes")
+            if buf["io"] in ("input", "inout"):
+                tilize(_to_numpy(value, buf["format"])).tofile(data_dir / f"{buf['name']}.bin")
+        report_path = data_dir / "report.json"
+        env = dict(os.environ, TT_SIM_ARCH=plan["device"]["arch"], TT_SIM_INCLUDE_DIR=str(inst.include),
+                   TT_SIM_CACHE_DIR=str(cache_root() / "sim-kernels"), TT_SIM_REPORT=str(report_path),
+                   TT_SIM_PROTOCOL_ONLY="1" if protocol_only else "0")
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([str(exe), str(data_dir), str(artifact_dir)], cwd=artifact_dir, env=env,
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TTSimError(f"the emulator run exceeded {timeout_s:.0f} s", construct="emulator") from None
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            message = proc.stderr.strip() or f"exit code {proc.returncode}"
+            raise TTSimError(message.removeprefix("tt-sim error: "), construct=f"tt-sim ({plan['kernel']})")
+        for buf in plan["buffers"]:
+            if buf["io"] in ("output", "inout") and not protocol_only:
+                raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
+                _store(tensors[buf["param_index"]], untilize(raw, tuple(buf["shape"])), buf["format"])
+        report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    report["wall_seconds"] = seconds
+    return RunResult(report, seconds)
+
+
+def clear_caches() -> None:
+    """Remove compiled hosts and kernels (the next run recompiles)."""
+    for sub in ("sim-hosts", "sim-kernels"):
+        shutil.rmtree(cache_root() / sub, ignore_errors=True)

@@ -1,0 +1,73 @@
+// tt-sim: the TT-Metalium 0.81 data-movement kernel API (api/dataflow/dataflow_api.h), executed by the
+// emulator. Signatures match the SDK; a trailing defaulted `line` records the caller's source line.
+#pragma once
+
+#include <cstdint>
+
+#include "api/compile_time_args.h"
+#include "api/tensor/tensor_accessor.h"
+#include "tt_sim/common.hpp"
+
+inline uint32_t get_write_ptr(uint32_t cb, uint32_t line = __builtin_LINE()) { return tt_sim::cb_write_ptr(cb, line); }
+inline uint32_t get_read_ptr(uint32_t cb, uint32_t line = __builtin_LINE()) { return tt_sim::cb_read_ptr(cb, line); }
+inline int32_t get_tile_size(int32_t cb, uint32_t line = __builtin_LINE()) {
+    return static_cast<int32_t>(tt_sim::cb_tile_size(static_cast<uint32_t>(cb), line));
+}
+inline bool cb_pages_reservable_at_back(int32_t cb, int32_t n) {
+    return tt_sim::cb_pages_reservable(static_cast<uint32_t>(cb), static_cast<uint32_t>(n)) != 0;
+}
+inline bool cb_pages_available_at_front(int32_t cb, int32_t n) {
+    return tt_sim::cb_pages_available(static_cast<uint32_t>(cb), static_cast<uint32_t>(n)) != 0;
+}
+
+template <typename AddrGen>
+inline void noc_async_read_page(uint32_t id, const AddrGen& addrgen, uint32_t dst_local_l1_addr, uint32_t offset = 0,
+                                uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_read_page(addrgen.bank_base_address, AddrGen::is_dram, addrgen.page_size, id, dst_local_l1_addr,
+                          offset, line);
+}
+
+template <typename AddrGen>
+inline void noc_async_write_page(uint32_t id, const AddrGen& addrgen, uint32_t src_local_l1_addr, uint32_t size = 0,
+                                 uint32_t offset = 0, uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_write_page(addrgen.bank_base_address, AddrGen::is_dram, addrgen.page_size, id, src_local_l1_addr,
+                           size, offset, line);
+}
+
+template <typename AddrGen>
+inline uint64_t get_noc_addr(uint32_t id, const AddrGen& addrgen, uint32_t offset = 0, uint8_t noc = noc_index) {
+    (void)noc;
+    return addrgen.get_noc_addr(id, offset);
+}
+
+inline void noc_async_read(uint64_t src_noc_addr, uint32_t dst_local_l1_addr, uint32_t size, uint8_t noc = noc_index,
+                           uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_read(src_noc_addr, dst_local_l1_addr, size, line);
+}
+
+inline void noc_async_write(uint32_t src_local_l1_addr, uint64_t dst_noc_addr, uint32_t size, uint8_t noc = noc_index,
+                            uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_write(src_local_l1_addr, dst_noc_addr, size, line);
+}
+
+inline void noc_async_read_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_read_barrier(line);
+}
+inline void noc_async_write_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_write_barrier(line);
+}
+inline void noc_async_writes_flushed(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_write_barrier(line);
+}
+inline void noc_async_full_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+    (void)noc;
+    tt_sim::noc_read_barrier(line);
+    tt_sim::noc_write_barrier(line);
+}

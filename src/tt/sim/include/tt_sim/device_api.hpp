@@ -1,0 +1,67 @@
+// tt-sim: the interface between kernels (compiled at run time into shared objects) and the emulator.
+// Kernel-side SDK headers (api/dataflow, api/compute) are thin inline wrappers over these functions; every
+// wrapper passes the caller's source line so that diagnostics point at the generated kernel source.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tt_sim {
+
+// ---- runtime args and compile-time args -----------------------------------------------------------
+uint32_t arg(int index, uint32_t line);
+uint32_t common_arg(int index, uint32_t line);
+
+// ---- circular buffers (both kernel kinds) ----------------------------------------------------------
+void cb_reserve_back(uint32_t cb, uint32_t n, uint32_t line);
+void cb_push_back(uint32_t cb, uint32_t n, uint32_t line);
+void cb_wait_front(uint32_t cb, uint32_t n, uint32_t line);
+void cb_pop_front(uint32_t cb, uint32_t n, uint32_t line);
+uint32_t cb_write_ptr(uint32_t cb, uint32_t line);
+uint32_t cb_read_ptr(uint32_t cb, uint32_t line);
+uint32_t cb_tile_size(uint32_t cb, uint32_t line);
+uint32_t cb_pages_reservable(uint32_t cb, uint32_t n);
+uint32_t cb_pages_available(uint32_t cb, uint32_t n);
+
+// ---- NoC ---------------------------------------------------------------------------------------------
+// Tensors are addressed by (base address, is_dram); pages are interleaved round-robin over the banks.
+void noc_read_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr,
+                   uint32_t offset, uint32_t line);
+void noc_write_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t size,
+                    uint32_t offset, uint32_t line);
+uint64_t noc_page_addr(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t offset);
+void noc_read(uint64_t src_noc_addr, uint32_t l1_addr, uint32_t size, uint32_t line);
+void noc_write(uint32_t l1_addr, uint64_t dst_noc_addr, uint32_t size, uint32_t line);
+void noc_read_barrier(uint32_t line);
+void noc_write_barrier(uint32_t line);
+uint32_t my_core_x();
+uint32_t my_core_y();
+
+// ---- compute -----------------------------------------------------------------------------------------
+enum class SrcOrder : uint8_t { Regular, Reverse };
+void hw_startup(uint32_t icb0, uint32_t icb1, uint32_t ocb, SrcOrder order, uint32_t line);
+void reconfig_srca(uint32_t cb, uint32_t line);
+void reconfig_srcb(uint32_t cb, uint32_t line);
+void reconfig_pack(uint32_t cb, uint32_t line);
+void tile_regs_acquire(uint32_t line);
+void tile_regs_commit(uint32_t line);
+void tile_regs_wait(uint32_t line);
+void tile_regs_release(uint32_t line);
+void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order, uint32_t line);
+
+enum class Init : uint8_t { Copy, Matmul, Binary, Transpose, Sfpu };
+void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, uint32_t line);
+void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
+void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
+void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t line);
+
+enum class Binary : uint8_t { Add, Sub, Mul, Div, RSub };
+void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t tb, uint32_t dst, uint32_t line);
+void binary_dst(Binary op, uint32_t dst_a, uint32_t dst_b, uint32_t dst_out, uint32_t line);
+void binary_scalar(Binary op, uint32_t dst, uint32_t param_bits, uint32_t line);
+
+enum class Unary : uint8_t { Exp, Log, Sqrt, Rsqrt, Recip, Relu, Gelu, GeluTanh, Negative, Tanh, Sigmoid, Erf };
+void unary(Unary op, uint32_t dst, uint32_t line);
+void fill_tile(uint32_t dst, float value, uint32_t line);
+
+}  // namespace tt_sim

@@ -1,0 +1,64 @@
+// tt-sim: the C++17 interface between the host-side SDK headers (tt-metalium/*.hpp, header-only wrappers
+// compiled with the generated host program) and the emulator library (libtt_sim).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tt_sim::host {
+
+struct Range {
+    uint32_t x0, y0, x1, y1;   // inclusive logical core rectangle
+};
+
+struct KernelSpec {
+    std::string path;
+    std::vector<Range> cores;
+    bool compute = false;
+    int processor = 0;          // DataMovementProcessor (RISCV_0 = 0, RISCV_1 = 1)
+    int noc = 0;
+    std::vector<uint32_t> compile_args;
+    std::vector<std::pair<std::string, std::string>> defines;
+    int math_fidelity = 4;
+    bool fp32_dest_acc_en = false;
+    bool dst_full_sync_en = false;
+    bool math_approx_mode = false;
+};
+
+struct CBSpec {
+    std::vector<Range> cores;
+    uint32_t total_size = 0;
+    std::vector<std::pair<uint8_t, uint8_t>> formats;      // (cb index, DataFormat value)
+    std::vector<std::pair<uint8_t, uint32_t>> page_sizes;  // (cb index, page size)
+};
+
+int device_open(int device_id);
+void device_close(int device);
+uint32_t device_grid_x(int device);
+uint32_t device_grid_y(int device);
+uint32_t device_l1_size(int device);
+uint32_t device_dram_banks(int device);
+int device_arch(int device);
+
+int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram);
+uint32_t buffer_address(int buffer);
+uint64_t buffer_size(int buffer);
+uint32_t buffer_page_size(int buffer);
+bool buffer_is_dram(int buffer);
+void buffer_write(int buffer, const void* data, size_t bytes);
+void buffer_read(int buffer, void* data, size_t bytes);
+
+int program_create();
+uint32_t program_add_kernel(int program, const KernelSpec& spec);
+uint32_t program_add_cb(int program, const CBSpec& spec);
+uint32_t program_add_semaphore(int program, const std::vector<Range>& cores, uint32_t initial_value);
+void program_set_runtime_args(int program, uint32_t kernel, const std::vector<Range>& cores, const uint32_t* args,
+                              size_t count);
+void program_set_common_runtime_args(int program, uint32_t kernel, const uint32_t* args, size_t count);
+void program_run(int device, int program);
+void finish(int device);
+
+}  // namespace tt_sim::host
