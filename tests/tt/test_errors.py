@@ -150,10 +150,21 @@ def test_schedule_leaving_blocks_uncovered(artifact_root):
     assert_no_artifacts(artifact_root)
 
 
-def test_calling_a_dry_run_kernel_explains(artifact_root):
-    kernel = compile_tt(K.elementwise_add(64, 64))
-    with pytest.raises(TTError, match=r"only emits TT programs \(dry run\)"):
+def test_calling_a_compile_only_kernel_explains(artifact_root):
+    kernel = compile_tt(K.elementwise_add(64, 64), compile_only=True)
+    assert kernel.artifact_dir.is_dir()
+    with pytest.raises(TTError, match=r"compiled with compile_only=True \(dry run\)"):
         kernel()
+
+
+def test_wrong_argument_count_and_shape(artifact_root):
+    import torch
+
+    kernel = compile_tt(K.elementwise_add(64, 64, "float32"))
+    with pytest.raises(TTError, match=r"expected 3 tensors \(or all 3\), got 1"):
+        kernel(torch.zeros(64, 64))
+    with pytest.raises(TTError, match=r"A has shape \[32, 64\], the kernel was compiled for \[64, 64\]"):
+        kernel(torch.zeros(32, 64), torch.zeros(64, 64), torch.zeros(64, 64))
 
 
 def test_unsupported_tilelang_version(monkeypatch):
