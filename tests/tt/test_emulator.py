@@ -78,10 +78,11 @@ def test_tilelang_example_gemm(arch, schedule):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_rectangular_blocks_64x128x64(arch):
+@pytest.mark.parametrize("schedule", POLICIES[:3], ids=["default", "strided", "rect"])
+def test_rectangular_blocks_64x128x64(arch, schedule):
     torch.manual_seed(3)
     M, N, K_ = 128, 256, 192
-    kernel = compile_for(K.tilelang_example_gemm(M, N, K_, 64, 128, 64, num_stages=2), arch, dict(policy="rect"))
+    kernel = compile_for(K.tilelang_example_gemm(M, N, K_, 64, 128, 64, num_stages=2), arch, schedule)
     a, b = torch.randn(M, K_, dtype=torch.float16), torch.randn(N, K_, dtype=torch.float16)
     c = kernel.emulate(a, b, torch.empty(M, N, dtype=torch.float16)) or None
     assert c is None   # no out_idx: outputs are written in place
