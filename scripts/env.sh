@@ -4,6 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+
+# The real-header check compiles kernels with Debian's bare-metal RISC-V GCC (see docs/real_sdk.md).
+if ! command -v riscv64-unknown-elf-g++ >/dev/null 2>&1 || [ ! -d /usr/lib/picolibc/riscv64-unknown-elf ] \
+   || [ ! -d /usr/include/x86_64-linux-gnu/c++/12/32 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf \
+    g++-12-multilib >/dev/null
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

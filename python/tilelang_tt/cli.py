@@ -42,7 +42,11 @@ def main(argv=None) -> int:
     comp.add_argument("--out", required=True, type=Path, help="artifact directory to write")
     comp.add_argument("--arch", default="wormhole_b0", choices=["wormhole_b0", "blackhole"])
     comp.add_argument("--max-cores", type=int, default=None)
+    chk = sub.add_parser("check", help="check an artifact against the real TT-Metalium 0.81 headers and library")
+    chk.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        return _check(args.artifact)
 
     import tilelang_tt  # noqa: F401
     from tilelang_tt.artifact import write_artifact
@@ -64,6 +68,22 @@ def main(argv=None) -> int:
     out = write_artifact(artifact.files, artifact.name, exact_dir=args.out)
     print(plan_summary(artifact.plan))
     print(f"wrote {out}")
+    return 0
+
+
+def _check(artifact: Path) -> int:
+    from tilelang_tt.realcheck import TTCheckError, check_artifact
+
+    try:
+        result = check_artifact(artifact)
+    except TTCheckError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    if not result.ok:
+        print(f"error: {result.first_error()}", file=sys.stderr)
+        return 1
+    print(f"all checks passed in {result.seconds:.2f} s")
     return 0
 
 

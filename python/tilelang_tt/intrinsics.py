@@ -148,6 +148,6 @@ UNARY_TIR_OPS: dict[str, str] = {
 }
 
 # Headers every compute kernel includes.
-COMPUTE_BASE_HEADERS = ("api/compute/compute_kernel_hw_startup.h", "api/compute/tile_move_copy.h",
+COMPUTE_BASE_HEADERS = ("api/compute/common.h", "api/compute/compute_kernel_hw_startup.h", "api/compute/tile_move_copy.h",
                         "api/compute/reconfig_data_format.h", "api/compute/pack.h")
 DATAFLOW_HEADER = "api/dataflow/dataflow_api.h"

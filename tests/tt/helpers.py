@@ -13,8 +13,13 @@ def lower(func, **options):
 
 
 def artifact(func, **options):
+    """Generate (and write, so that the session's real-SDK check sees it) one kernel's artifact."""
+    from tilelang_tt.codegen import write_artifact
+
     lowered, opts = lower(func, **options)
-    return generate(lowered, opts)
+    art = generate(lowered, opts)
+    art.directory = write_artifact(art.files, art.name)
+    return art
 
 
 def blocks_of(plan):
