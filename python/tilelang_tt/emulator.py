@@ -150,13 +150,26 @@ class RunResult:
 
 
 def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_only: bool | None = None,
-        timeout_s: float = 600.0) -> RunResult:
-    """Execute the artifact on tt-sim. ``tensors`` maps parameter index -> tensor (inputs are read, outputs
-    are written in place)."""
+        timeout_s: float = 600.0, backend: str | None = None) -> RunResult:
+    """Execute the artifact's host program: on tt-sim, or on a device through a TT-Metalium SDK
+    (``backend``: "sim" | "hw" | "auto"/None, see ``hardware.resolve_backend``). ``tensors`` maps parameter
+    index -> tensor (inputs are read, outputs are written in place)."""
     import time
 
-    inst = sim_install()
-    exe = build_host(artifact_dir)
+    from . import hardware
+
+    chosen = hardware.resolve_backend(backend)
+    if chosen == "hw":
+        if protocol_only:
+            raise TTSimError("protocol-only runs exist on the emulator only", construct="kernel call")
+        exe = hardware.build_host(artifact_dir)
+        logger.info("tilelang-tt: running %s on the Tenstorrent device (TT-Metalium SDK at %s)", plan["kernel"],
+                    hardware.sdk_home())
+    else:
+        inst = sim_install()
+        exe = build_host(artifact_dir)
+        logger.info("tilelang-tt: running %s on tt-sim, the CPU emulator (no Tenstorrent device/SDK in use)",
+                    plan["kernel"])
     if protocol_only is None:
         protocol_only = os.environ.get(PROTOCOL_ONLY_ENV) == "1"
     with tempfile.TemporaryDirectory(prefix="tt-sim-") as data:
@@ -172,9 +185,11 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
             if buf["io"] in ("input", "inout"):
                 tilize(_to_numpy(value, buf["format"])).tofile(data_dir / f"{buf['name']}.bin")
         report_path = data_dir / "report.json"
-        env = dict(os.environ, TT_SIM_ARCH=plan["device"]["arch"], TT_SIM_INCLUDE_DIR=str(inst.include),
-                   TT_SIM_CACHE_DIR=str(cache_root() / "sim-kernels"), TT_SIM_REPORT=str(report_path),
-                   TT_SIM_PROTOCOL_ONLY="1" if protocol_only else "0")
+        env = dict(os.environ)
+        if chosen == "sim":
+            env.update(TT_SIM_ARCH=plan["device"]["arch"], TT_SIM_INCLUDE_DIR=str(inst.include),
+                       TT_SIM_CACHE_DIR=str(cache_root() / "sim-kernels"), TT_SIM_REPORT=str(report_path),
+                       TT_SIM_PROTOCOL_ONLY="1" if protocol_only else "0")
         t0 = time.perf_counter()
         try:
             proc = subprocess.run([str(exe), str(data_dir), str(artifact_dir)], cwd=artifact_dir, env=env,
@@ -184,13 +199,15 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         seconds = time.perf_counter() - t0
         if proc.returncode != 0:
             message = proc.stderr.strip() or f"exit code {proc.returncode}"
-            raise TTSimError(message.removeprefix("tt-sim error: "), construct=f"tt-sim ({plan['kernel']})")
+            where = f"tt-sim ({plan['kernel']})" if chosen == "sim" else f"device run ({plan['kernel']})"
+            raise TTSimError(message.removeprefix("tt-sim error: "), construct=where)
         for buf in plan["buffers"]:
             if buf["io"] in ("output", "inout") and not protocol_only:
                 raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
                 _store(tensors[buf["param_index"]], untilize(raw, tuple(buf["shape"])), buf["format"])
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["wall_seconds"] = seconds
+    report["backend"] = "tt-sim (CPU emulator)" if chosen == "sim" else f"device via {hardware.sdk_home()}"
     return RunResult(report, seconds)
 
 

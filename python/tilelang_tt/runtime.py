@@ -42,7 +42,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         dtype = getattr(torch, str(param.dtype))
         return torch.empty(shape, dtype=dtype)
 
-    def run(self, *args, protocol_only: bool | None = None):
+    def run(self, *args, protocol_only: bool | None = None, backend: str | None = None):
         if self.options.compile_only:
             raise TTError("this kernel was compiled with compile_only=True (dry run)", construct="kernel call",
                           fix=f"compile without compile_only to execute; the artifact is in {self.artifact.directory}")
@@ -59,9 +59,8 @@ class TTKernelAdapter(BaseKernelAdapter):
                 full[i] = self._allocate(i, args[0] if args else None)
         else:
             raise TTError(f"expected {n - len(outs)} tensors (or all {n}), got {len(args)}", construct="kernel call")
-        logger.info("tilelang-tt: running %s on tt-sim (CPU emulator; no Tenstorrent device)", self.artifact.name)
         result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
-                              protocol_only=protocol_only)
+                              protocol_only=protocol_only, backend=backend)
         self.last_report = result.report
         if not outs:
             return None
@@ -106,7 +105,11 @@ class TTJITKernel(JITKernel):
 
     def emulate(self, *args, protocol_only: bool = False):
         """Run on tt-sim explicitly; ``protocol_only=True`` counts traffic and tile ops without the math."""
-        return self.adapter.run(*args, protocol_only=protocol_only)
+        return self.adapter.run(*args, protocol_only=protocol_only, backend="sim")
+
+    def run_on(self, backend: str, *args):
+        """Run with an explicit backend: "sim" (tt-sim), "hw" (device through $TT_METAL_HOME) or "auto"."""
+        return self.adapter.run(*args, backend=backend)
 
 
 class TTKernelCache(KernelCache):
