@@ -19,6 +19,42 @@ def safe_name(name: str) -> str:
     return ("k_" + text) if text[0].isdigit() else text
 
 
+# Identifiers generated code uses itself, and C++ keywords: a user name equal to one of them gets a suffix.
+RESERVED = frozenset("""
+alignas alignof and asm auto bool break case catch char class const constexpr const_cast continue decltype default
+delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline int long
+mutable namespace new noexcept not nullptr operator or private protected public register reinterpret_cast return
+short signed sizeof static static_assert static_cast struct switch template this throw true try typedef typeid
+typename union unsigned using virtual void volatile while xor main kernel_main std tt uint8_t uint16_t uint32_t
+uint64_t int32_t size_t count start_id first_id rect_y rect_x rect_w n r c i h w sb sm sn mt nt kt cb grid tensor
+by bx bz block_id band band_h in_band group group_w in_group zeros mesh cq program cores reader writer compute
+workload work core data_dir artifact_dir argc argv kCoreWork CoreWork read_tensor write_tensor TileGrid
+read_tile_block write_tile_block zero_tile_tail
+""".split())
+
+
+def unique_names(names) -> dict[str, str]:
+    """``safe_name`` of each name, made unique (``x``, ``x_2``, ...) and distinct from generated identifiers
+    and C++ keywords, so distinct user names never collide in C++."""
+    out, used = {}, set(RESERVED)
+    for name in names:
+        base = safe_name(name)
+        if base in RESERVED:
+            base += "_t"
+        candidate, i = base, 2
+        while candidate in used:
+            candidate, i = f"{base}_{i}", i + 1
+        used.add(candidate)
+        out[name] = candidate
+    return out
+
+
+def comment_text(text: str) -> str:
+    """Text that is safe inside a C++ ``//`` comment: one line, printable, no line-continuation backslash."""
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    return cleaned.replace("\\", "/").replace("*/", "* /")
+
+
 def artifact_root() -> Path:
     root = os.environ.get(ARTIFACT_ENV)
     return Path(root) if root else Path.home() / ".cache" / "tilelang_tt" / "artifacts"

@@ -18,7 +18,7 @@ from tvm import IRModule, tirx
 from tvm.target import Target
 
 from . import attrs, plan as plan_mod
-from .artifact import safe_name, write_artifact
+from .artifact import comment_text, safe_name, unique_names, write_artifact
 from .device import get_device
 from .emit import ComputeEmitter, DataMovementEmitter, Lines, TensorUse
 from .errors import TTLoweringError
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tilelang_tt", "templates"), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False)
+_ENV.filters["comment"] = comment_text     # anything user-named that lands in a // comment goes through this
 
 KERNEL_FILES = {"reader": "kernels/reader.cpp", "compute": "kernels/compute.cpp", "writer": "kernels/writer.cpp"}
 
@@ -52,10 +53,6 @@ class Artifact:
         return "\n".join(parts)
 
 
-def _cb_var(name: str) -> str:
-    return f"cb_{safe_name(name)}"
-
-
 def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     if attrs.LOWERED in func.attrs:
         func = func.attrs[attrs.LOWERED]
@@ -74,7 +71,8 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
                 e[key] = [int(x) for x in e[key]]
         e["index"] = int(e["index"])
         e["block_tiles"] = int(e["block_tiles"])
-    cb_names = {e["index"]: _cb_var(n) for n, e in cbs.items()}
+    cb_unique = unique_names(sorted(cbs, key=lambda n: cbs[n]["index"]))
+    cb_names = {e["index"]: f"cb_{cb_unique[n]}" for n, e in cbs.items()}
     schedule = func.attrs[attrs.SCHEDULE]
     rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
     grid = [int(g) for g in func.attrs[attrs.GRID]]
@@ -84,6 +82,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     padding = func.attrs[attrs.PADDING]
 
     tree = build(func.body, src)
+    src = comment_text(src)
 
     # Tensors, by parameter index.
     tensors = []
@@ -94,6 +93,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         shape = static_shape(buf, src)
         tensors.append((i, buf, shape))
     by_param = {i: (buf, shape) for i, buf, shape in tensors}
+    tensor_names = unique_names([buf.name for _, buf, _ in tensors])
     reads = sorted({int(op.args[1]) for op in walk_ops(tree) if op.kind == "read_block"})
     writes = sorted({int(op.args[1]) for op in walk_ops(tree) if op.kind == "write_block"})
 
@@ -101,7 +101,9 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         uses = []
         for i in indices:
             buf, shape = by_param[i]
-            uses.append(TensorUse(safe_name(buf.name), tile_shape_2d(shape)[1]))
+            rows, cols = shape[-2], shape[-1]
+            uses.append(TensorUse(tensor_names[buf.name], -(-rows // 32), -(-cols // 32), rows - 32 * (-(-rows // 32) - 1),
+                                  cols - 32 * (-(-cols // 32) - 1)))
         return uses
 
     # Map param index -> position in each kernel's accessor list.
@@ -146,7 +148,8 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
             if e["index"] in indices:
                 rows, cols = e["shape_tiles"]
                 out.append({"var": cb_names[e["index"]], "index": e["index"],
-                            "comment": f"{n}: {rows}x{cols} tiles {e['dtype']}, {e['role']}, depth {e['depth_blocks']} block(s)"})
+                            "comment": comment_text(f"{n}: {rows}x{cols} tiles {e['dtype']}, {e['role']}, "
+                                                    f"depth {e['depth_blocks']} block(s)")})
         return out
 
     fidelity = options.math_fidelity
@@ -167,11 +170,11 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     buffers = []
     for i, buf, shape in tensors:
         fmt = data_format(buf.dtype, f"tensor {buf.name}", src)
-        tr, tc = tile_shape_2d(shape)
+        tr, tc = tile_shape_2d(tuple(int(x) for x in padding[buf.name]["padded"]))
         io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
         shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in shards[buf.name].items()}
-        buffers.append({"name": safe_name(buf.name), "param_index": i, "shape": list(shape),
+        buffers.append({"name": tensor_names[buf.name], "param_index": i, "shape": list(shape),
                         "padded_shape": [int(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
                         "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
                         "page_size": fmt.tile_bytes, "num_pages": tr * tc, "bytes": tr * tc * fmt.tile_bytes,
@@ -204,10 +207,11 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
 
     def render_dm(role):
         text, uses, cbidx = roles[role]
-        tmap = {safe_name(by_param[i][0].name): (by_param[i][1], str(by_param[i][0].dtype))
+        tmap = {tensor_names[by_param[i][0].name]: (by_param[i][1], str(by_param[i][0].dtype))
                 for i in (reads if role == "reader" else writes)}
-        tens = [{"name": u.name, "tiles_w": u.tiles_w, "shape": "x".join(map(str, tmap[u.name][0])),
-                 "dtype": tmap[u.name][1]} for u in uses]
+        tens = [{"name": u.name, "tiles_h": u.tiles_h, "tiles_w": u.tiles_w, "last_rows": u.last_rows,
+                 "last_cols": u.last_cols, "shape": "x".join(map(str, tmap[u.name][0])), "dtype": tmap[u.name][1]}
+                for u in uses]
         layout = [a for a in kernels[role]["runtime_args"]["layout"]]
         used_layout = [dict(a, used=(a["kind"] == "buffer_address" or a["name"] in text)) for a in layout]
         return _ENV.get_template("dataflow.cpp.j2").render(

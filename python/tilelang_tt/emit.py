@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from tvm import tirx
 from tvm.ir import Op as TVMOp
 
+from .artifact import comment_text
 from .cexpr import cexpr
 from .errors import TTLoweringError, TTUnsupportedError
 from .intrinsics import INTRINSICS, UNARY_TIR_OPS
@@ -122,7 +123,10 @@ class _Projector:
 @dataclass
 class TensorUse:
     name: str
+    tiles_h: int
     tiles_w: int
+    last_rows: int      # valid rows in the last tile row
+    last_cols: int      # valid columns in the last tile column
 
 
 class DataMovementEmitter(_Projector):
@@ -145,8 +149,8 @@ class DataMovementEmitter(_Projector):
         cb, tensor, row, col, rows, cols = op.args
         t = self.tensors[int(tensor)]
         fn = "read_tile_block" if self.role == "reader" else "write_tile_block"
-        out(f"// {op.text}")
-        out(f"{fn}({self.cb_names[int(cb)]}, {t.name}, {t.name}_tiles_w, {cexpr(row)}, {cexpr(col)}, "
+        out(f"// {comment_text(op.text)}")
+        out(f"{fn}({self.cb_names[int(cb)]}, {t.name}, {t.name}_grid, {cexpr(row)}, {cexpr(col)}, "
             f"{int(rows)}, {int(cols)});")
 
 
@@ -248,7 +252,8 @@ class ComputeEmitter(_Projector):
             for name, s in self.state.items():
                 if s.full:
                     e = self.cbs[name]
-                    out(f"cb_wait_front({self.cbn(name)}, {e['block_tiles']});  // {name} is dead after this block")
+                    out(f"cb_wait_front({self.cbn(name)}, {e['block_tiles']});  // {comment_text(name)} is dead after "
+                        "this block")
                     out(f"cb_pop_front({self.cbn(name)}, {e['block_tiles']});")
                     s.full = False
         after = {n: s.full for n, s in self.state.items()}
@@ -260,7 +265,7 @@ class ComputeEmitter(_Projector):
         out.end()
 
     def emit_op(self, out: Lines, op: Op):
-        out(f"// {op.text}")
+        out(f"// {comment_text(op.text)}")
         getattr(self, "op_" + op.kind)(out, op)
 
     # -- ops -------------------------------------------------------------------------------------------

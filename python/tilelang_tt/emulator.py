@@ -101,6 +101,21 @@ def untilize(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(t.transpose(0, 2, 4, 1, 3, 5)).reshape(shape)
 
 
+POISON_ENV = "TILELANG_TT_POISON_PADDING"
+_POISON = {"Float32": np.float32(np.nan), "Float16": np.float16(np.nan), "Float16_b": np.uint16(0x7FC0)}
+
+
+def pad_to(array: np.ndarray, padded_shape: tuple[int, ...], fmt: str) -> np.ndarray:
+    """The logical tensor inside the padded tile grid. Padding is zero, or NaN with $TILELANG_TT_POISON_PADDING=1
+    (the readers must zero-fill edge tiles themselves, so results may not depend on it)."""
+    if tuple(array.shape) == tuple(padded_shape):
+        return array
+    fill = _POISON[fmt] if os.environ.get(POISON_ENV) == "1" else 0
+    out = np.full(padded_shape, fill, dtype=array.dtype)
+    out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
 def _to_numpy(value, fmt: str) -> np.ndarray:
     """A torch tensor or NumPy array as the raw element type of the TT format."""
     try:
@@ -183,7 +198,8 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
                 raise TTSimError(f"{buf['name']} has shape {list(shape)}, the kernel was compiled for {buf['shape']}",
                                  construct="kernel call", fix="pass tensors of the compiled shapes")
             if buf["io"] in ("input", "inout"):
-                tilize(_to_numpy(value, buf["format"])).tofile(data_dir / f"{buf['name']}.bin")
+                raw = pad_to(_to_numpy(value, buf["format"]), tuple(buf["padded_shape"]), buf["format"])
+                tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         report_path = data_dir / "report.json"
         env = dict(os.environ)
         if chosen == "sim":
@@ -204,7 +220,9 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         for buf in plan["buffers"]:
             if buf["io"] in ("output", "inout") and not protocol_only:
                 raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
-                _store(tensors[buf["param_index"]], untilize(raw, tuple(buf["shape"])), buf["format"])
+                grid = untilize(raw, tuple(buf["padded_shape"]))
+                logical = grid[tuple(slice(0, n) for n in buf["shape"])]
+                _store(tensors[buf["param_index"]], np.ascontiguousarray(logical), buf["format"])
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["wall_seconds"] = seconds
     report["backend"] = "tt-sim (CPU emulator)" if chosen == "sim" else f"device via {hardware.sdk_home()}"

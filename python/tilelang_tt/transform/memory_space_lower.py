@@ -96,13 +96,13 @@ class _Lowerer:
                                      fix="give every T.alloc_shared / T.alloc_fragment a distinct name")
         self.cbs[buf.name] = CBInfo(buf)
 
-    def staging_buffer(self, like: tirx.Buffer, rows: int, cols: int, suffix: str) -> tirx.Buffer:
+    def staging_buffer(self, like: tirx.Buffer, rows: int, cols: int, suffix: str, dtype=None) -> tirx.Buffer:
         name = f"{like.name}_{suffix}"
         i = 1
         while name in self.cbs:
             i += 1
             name = f"{like.name}_{suffix}{i}"
-        buf = tirx.decl_buffer((rows, cols), like.dtype, name, scope=SCOPE_SHARED)
+        buf = tirx.decl_buffer((rows, cols), dtype if dtype is not None else like.dtype, name, scope=SCOPE_SHARED)
         self.cbs[name] = CBInfo(buf)
         return buf
 
@@ -155,7 +155,8 @@ class _Lowerer:
             r, c0, rows, cols = self.tile_coords(dst, what)
             self._check_block(src.buffer, rows, cols, what)
             if str(src.buffer.scope()) == SCOPE_FRAGMENT:
-                out = self.staging_buffer(src.buffer, rows * TILE, cols * TILE, "out")
+                # the packer converts to the tensor's format: the staging CB has the tensor's dtype
+                out = self.staging_buffer(src.buffer, rows * TILE, cols * TILE, "out", dtype=dst.buffer.dtype)
                 self.cbs[out.name].producer.add("compute")
                 self.cbs[out.name].consumer.add("writer")
                 self.cb(src.buffer).consumer.add("compute")

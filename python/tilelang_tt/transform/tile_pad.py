@@ -1,11 +1,16 @@
-"""TilePadTT: check that every tiled extent is a whole number of 32x32 tiles.
+"""TilePadTT: tensors of any shape, stored as whole 32x32 tiles with zero-filled, never-stored padding.
 
 In:  a PrimFunc after TTShardToCoreMap.
-Out: the same function; attribute written: ``tt.padding`` = ``{buffer: {"logical": shape, "padded": shape}}``
-     for every tensor parameter and tile buffer (today logical == padded).
-Errors (TTShapeError): a tensor parameter or a shared/fragment buffer whose last two extents are not
-     multiples of 32. Zero-filled edge tiles (reader tails, writer masks) are the next step; until then the
-     error names the buffer, its shape and the padded shape to use.
+Out: the same body; attribute written: ``tt.padding`` = ``{buffer: {"logical": shape, "padded": shape}}`` for
+     every tensor parameter (the padded shape rounds the last two extents up to multiples of 32) and tile
+     buffer. The device buffers hold the padded tile grid; host tensors keep their row-major logical shape
+     (the runtime tilizes into and untilizes out of the padded grid). Readers zero-fill the part of an edge
+     tile outside the logical shape as part of the read (and whole tiles outside the tensor), so a GEMM K tail
+     contributes exact zeros; writers store only the logical elements of edge tiles and skip tiles outside the
+     tensor, so nothing outside the valid region is touched.
+Errors (TTShapeError): tile buffers (``T.alloc_shared`` / ``T.alloc_fragment``) whose extents are not whole
+     tiles (blocks are tiles of the TT program: choose block sizes that are multiples of 32); tensors of rank
+     other than 2.
 """
 
 from __future__ import annotations
@@ -23,25 +28,36 @@ def _padded(shape):
 
 def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
     src = source_of(func)
-    buffers = [func.buffer_map[p] for p in func.params if p in func.buffer_map]
+    padding = {}
+    for p in func.params:
+        if p not in func.buffer_map:
+            continue
+        buf = func.buffer_map[p]
+        shape = static_shape(buf, src)
+        if len(shape) != 2:
+            raise TTShapeError(f"tensor {buf.name} has rank {len(shape)} (shape {list(shape)})",
+                               construct=f"tensor {buf.name}", source=src,
+                               fix="pass 2-D tensors (reshape batches into rows)")
+        padding[buf.name] = {"logical": list(shape), "padded": list(_padded(shape))}
+
+    tile_buffers = []
 
     def visit(node):
         if isinstance(node, tirx.SBlock):
-            buffers.extend(node.alloc_buffers)
+            tile_buffers.extend(node.alloc_buffers)
 
     tirx.stmt_functor.post_order_visit(func.body, visit)
-    padding = {}
-    for buf in buffers:
+    for buf in tile_buffers:
         shape = static_shape(buf, src)
         if len(shape) == 1:
             shape = (1,) + shape
-        padded = _padded(shape)
-        if padded != shape or shape[-2] < 1:
+        if _padded(shape) != shape:
             raise TTShapeError(
-                f"{buf.name} has shape {list(shape)}; TT tiles are 32x32 and padding is not supported yet",
+                f"tile buffer {buf.name} has shape {list(shape)}; TT blocks are made of whole 32x32 tiles",
                 construct=f"buffer {buf.name}", source=src,
-                fix=f"pad {buf.name} to {list(padded)} (or choose block sizes that are multiples of 32)")
-        padding[buf.name] = {"logical": list(shape), "padded": list(padded)}
+                fix=f"use block extents that are multiples of 32, e.g. {list(_padded(shape))} "
+                    "(tensors themselves may have any shape)")
+        padding[buf.name] = {"logical": list(shape), "padded": list(shape)}
     return func.with_attr(attrs.PADDING, padding)
 
 

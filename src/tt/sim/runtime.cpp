@@ -564,7 +564,32 @@ uint64_t noc_page_addr(uint32_t base, bool is_dram, uint32_t page_size, uint32_t
            (static_cast<uint64_t>(page) << 12) | offset;
 }
 
+uint64_t noc_local_addr(uint32_t l1_addr) {
+    const Task& t = cur();
+    return (1ull << 62) | (static_cast<uint64_t>(t.core->y) << 48) | (static_cast<uint64_t>(t.core->x) << 40) | l1_addr;
+}
+
 void noc_read(uint64_t src, uint32_t l1_addr, uint32_t size, uint32_t line) {
+    if ((src >> 62) == 1) {   // L1 of this core (e.g. the MEM_ZEROS_BASE region)
+        Task& t = cur();
+        const uint32_t y = static_cast<uint32_t>((src >> 48) & 0x3fff), x = static_cast<uint32_t>((src >> 40) & 0xff);
+        const uint32_t from = static_cast<uint32_t>(src & 0xffffffffu);
+        if (x != t.core->x || y != t.core->y) {
+            kernel_error(line, format("noc_async_read from core (x=%u, y=%u): reads from other cores' L1 are not "
+                                      "emulated", x, y));
+        }
+        CBState* cb = reserved_cb_covering(*t.core, l1_addr, size);
+        if (cb == nullptr) {
+            kernel_error(line, format("noc_async_read writes L1 [0x%x, 0x%x), which is not inside pages reserved with "
+                                      "cb_reserve_back", l1_addr, l1_addr + size));
+        }
+        const uint8_t* s = l1_ptr(*t.core, from, size, line);
+        if (!sim().protocol_only) std::memmove(l1_ptr(*t.core, l1_addr, size, line), s, size);
+        cb->pending_reads = true;
+        t.outstanding_reads = true;
+        t.core->counters.noc_read_bytes += size;
+        return;
+    }
     const bool dram = (src >> 63) != 0;
     const uint32_t base = static_cast<uint32_t>((src >> 32) & 0x7fffffffu);
     const uint32_t page = static_cast<uint32_t>((src >> 12) & 0xfffffu);

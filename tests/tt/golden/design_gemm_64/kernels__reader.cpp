@@ -5,18 +5,60 @@
 
 #include "api/dataflow/dataflow_api.h"
 
-// Reads a rows x cols block of tiles, starting at tile (row0, col0) of an interleaved tensor that is
-// tiles_w tiles wide, into the back of circular buffer `cb`, and publishes it as one block.
+// A tensor stored as a grid of 32x32 tiles (row-major tile order); the last tile row / column may be
+// partly outside the tensor (last_rows / last_cols valid elements).
+struct TileGrid {
+    uint32_t tiles_h;
+    uint32_t tiles_w;
+    uint32_t last_rows;
+    uint32_t last_cols;
+};
+
+// Zero rows >= valid_rows and columns >= valid_cols of the tile at l1_addr (four 16x16 faces, row-major
+// faces), with NoC reads from the core's zero region.
+inline void zero_tile_tail(uint32_t l1_addr, uint32_t elem_bytes, uint32_t valid_rows, uint32_t valid_cols) {
+    const uint64_t zeros = get_noc_addr(MEM_ZEROS_BASE);
+    for (uint32_t r = 0; r < 32; ++r) {
+        const uint32_t first_col = r < valid_rows ? valid_cols : 0;
+        for (uint32_t face_col = 0; face_col < 2; ++face_col) {
+            const uint32_t c0 = face_col * 16;
+            const uint32_t lo = first_col > c0 ? first_col : c0;
+            if (lo >= c0 + 16) {
+                continue;
+            }
+            const uint32_t face = (r / 16) * 2 + face_col;
+            const uint32_t offset = (face * 256 + (r % 16) * 16 + (lo - c0)) * elem_bytes;
+            noc_async_read(zeros, l1_addr + offset, (c0 + 16 - lo) * elem_bytes);
+        }
+    }
+}
+
+// Reads a rows x cols block of tiles starting at tile (row0, col0) of an interleaved tensor into the back of
+// circular buffer `cb` and publishes it as one block. Tiles outside the tensor, and the part of edge tiles
+// outside it, are zero-filled.
 template <typename Accessor>
-inline void read_tile_block(uint32_t cb, const Accessor& tensor, uint32_t tiles_w, uint32_t row0, uint32_t col0,
+inline void read_tile_block(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
                             uint32_t rows, uint32_t cols) {
     const uint32_t num_tiles = rows * cols;
     const uint32_t tile_bytes = get_tile_size(cb);
+    const uint32_t elem_bytes = tile_bytes / 1024;
     cb_reserve_back(cb, num_tiles);
     uint32_t l1_write_addr = get_write_ptr(cb);
     for (uint32_t r = 0; r < rows; ++r) {
         for (uint32_t c = 0; c < cols; ++c) {
-            noc_async_read_page((row0 + r) * tiles_w + col0 + c, tensor, l1_write_addr);
+            const uint32_t tile_row = row0 + r;
+            const uint32_t tile_col = col0 + c;
+            if (tile_row >= grid.tiles_h || tile_col >= grid.tiles_w) {
+                zero_tile_tail(l1_write_addr, elem_bytes, 0, 0);
+            } else {
+                noc_async_read_page(tile_row * grid.tiles_w + tile_col, tensor, l1_write_addr);
+                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
+                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
+                if (valid_rows < 32 || valid_cols < 32) {
+                    noc_async_read_barrier();  // the page must land before its tail is zeroed
+                    zero_tile_tail(l1_write_addr, elem_bytes, valid_rows, valid_cols);
+                }
+            }
             l1_write_addr += tile_bytes;
         }
     }
@@ -34,10 +76,10 @@ void kernel_main() {
     // Compile-time args: one TensorAccessorArgs block per tensor.
     constexpr auto A_args = TensorAccessorArgs<0>();
     const auto A = TensorAccessor(A_args, A_addr);
-    constexpr uint32_t A_tiles_w = 2;  // A: 64x64 bfloat16
+    constexpr TileGrid A_grid{2, 2, 32, 32};  // A: 64x64 bfloat16
     constexpr auto B_args = TensorAccessorArgs<A_args.next_compile_time_args_offset()>();
     const auto B = TensorAccessor(B_args, B_addr);
-    constexpr uint32_t B_tiles_w = 2;  // B: 64x64 bfloat16
+    constexpr TileGrid B_grid{2, 2, 32, 32};  // B: 64x64 bfloat16
 
     constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
     constexpr uint32_t cb_B_blk = 1;  // B_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
@@ -47,9 +89,9 @@ void kernel_main() {
         const uint32_t bx = (start_id + n) % 2u;
         for (uint32_t kk = 0; kk < 2u; ++kk) {
             // T.copy(A[by * 32, kk * 32], A_blk)
-            read_tile_block(cb_A_blk, A, A_tiles_w, by, kk, 1, 1);
+            read_tile_block(cb_A_blk, A, A_grid, by, kk, 1, 1);
             // T.copy(B[kk * 32, bx * 32], B_blk)
-            read_tile_block(cb_B_blk, B, B_tiles_w, kk, bx, 1, 1);
+            read_tile_block(cb_B_blk, B, B_grid, kk, bx, 1, 1);
         }
     }
 }

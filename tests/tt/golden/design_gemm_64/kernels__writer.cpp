@@ -5,18 +5,46 @@
 
 #include "api/dataflow/dataflow_api.h"
 
+// A tensor stored as a grid of 32x32 tiles (row-major tile order); the last tile row / column may be
+// partly outside the tensor (last_rows / last_cols valid elements).
+struct TileGrid {
+    uint32_t tiles_h;
+    uint32_t tiles_w;
+    uint32_t last_rows;
+    uint32_t last_cols;
+};
+
 // Waits for a rows x cols block of tiles at the front of circular buffer `cb` and stores it at tile
-// (row0, col0) of an interleaved tensor that is tiles_w tiles wide.
+// (row0, col0) of an interleaved tensor. Only elements inside the tensor are stored: tiles outside it are
+// skipped and edge tiles are written row segment by row segment.
 template <typename Accessor>
-inline void write_tile_block(uint32_t cb, const Accessor& tensor, uint32_t tiles_w, uint32_t row0, uint32_t col0,
+inline void write_tile_block(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
                              uint32_t rows, uint32_t cols) {
     const uint32_t num_tiles = rows * cols;
     const uint32_t tile_bytes = get_tile_size(cb);
+    const uint32_t elem_bytes = tile_bytes / 1024;
     cb_wait_front(cb, num_tiles);
     uint32_t l1_read_addr = get_read_ptr(cb);
     for (uint32_t r = 0; r < rows; ++r) {
         for (uint32_t c = 0; c < cols; ++c) {
-            noc_async_write_page((row0 + r) * tiles_w + col0 + c, tensor, l1_read_addr);
+            const uint32_t tile_row = row0 + r;
+            const uint32_t tile_col = col0 + c;
+            if (tile_row < grid.tiles_h && tile_col < grid.tiles_w) {
+                const uint32_t page = tile_row * grid.tiles_w + tile_col;
+                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
+                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
+                if (valid_rows == 32 && valid_cols == 32) {
+                    noc_async_write_page(page, tensor, l1_read_addr);
+                } else {
+                    for (uint32_t tr = 0; tr < valid_rows; ++tr) {
+                        for (uint32_t face_col = 0; face_col < 2 && face_col * 16 < valid_cols; ++face_col) {
+                            const uint32_t n = valid_cols - face_col * 16 < 16 ? valid_cols - face_col * 16 : 16;
+                            const uint32_t offset = (((tr / 16) * 2 + face_col) * 256 + (tr % 16) * 16) * elem_bytes;
+                            noc_async_write_page(page, tensor, l1_read_addr + offset, n * elem_bytes, offset);
+                        }
+                    }
+                }
+            }
             l1_read_addr += tile_bytes;
         }
     }
@@ -33,7 +61,7 @@ void kernel_main() {
     // Compile-time args: one TensorAccessorArgs block per tensor.
     constexpr auto C_args = TensorAccessorArgs<0>();
     const auto C = TensorAccessor(C_args, C_addr);
-    constexpr uint32_t C_tiles_w = 2;  // C: 64x64 bfloat16
+    constexpr TileGrid C_grid{2, 2, 32, 32};  // C: 64x64 bfloat16
 
     constexpr uint32_t cb_C_acc_out = 16;  // C_acc_out: 1x1 tiles bfloat16, output, depth 2 block(s)
 
@@ -41,6 +69,6 @@ void kernel_main() {
         const uint32_t by = (start_id + n) / 2u;
         const uint32_t bx = (start_id + n) % 2u;
         // T.copy(C_acc, C[by * 32, bx * 32])
-        write_tile_block(cb_C_acc_out, C, C_tiles_w, by, bx, 1, 1);
+        write_tile_block(cb_C_acc_out, C, C_grid, by, bx, 1, 1);
     }
 }

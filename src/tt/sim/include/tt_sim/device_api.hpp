@@ -29,6 +29,7 @@ void noc_read_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t pag
                    uint32_t offset, uint32_t line);
 void noc_write_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t size,
                     uint32_t offset, uint32_t line);
+uint64_t noc_local_addr(uint32_t l1_addr);
 uint64_t noc_page_addr(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t offset);
 void noc_read(uint64_t src_noc_addr, uint32_t l1_addr, uint32_t size, uint32_t line);
 void noc_write(uint32_t l1_addr, uint64_t dst_noc_addr, uint32_t size, uint32_t line);

@@ -8,6 +8,18 @@
 #include "api/tensor/tensor_accessor.h"
 #include "tt_sim/common.hpp"
 
+// The firmware keeps MEM_ZEROS_SIZE zero bytes at MEM_ZEROS_BASE in every core's L1 (dev_mem_map.h);
+// tt-sim places them inside its firmware area.
+#ifndef MEM_ZEROS_BASE
+#define MEM_ZEROS_SIZE 512
+#define MEM_ZEROS_BASE 0x1000u
+#endif
+
+inline uint64_t get_noc_addr(uint32_t addr, uint8_t noc = noc_index) {
+    (void)noc;
+    return tt_sim::noc_local_addr(addr);
+}
+
 inline uint32_t get_write_ptr(uint32_t cb, uint32_t line = __builtin_LINE()) { return tt_sim::cb_write_ptr(cb, line); }
 inline uint32_t get_read_ptr(uint32_t cb, uint32_t line = __builtin_LINE()) { return tt_sim::cb_read_ptr(cb, line); }
 inline int32_t get_tile_size(int32_t cb, uint32_t line = __builtin_LINE()) {
