@@ -51,7 +51,7 @@ def unique_names(names) -> dict[str, str]:
 
 def comment_text(text: str) -> str:
     """Text that is safe inside a C++ ``//`` comment: one line, printable, no line-continuation backslash."""
-    cleaned = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    cleaned = "".join(ch if (ch.isascii() and ch.isprintable()) else "?" for ch in str(text))
     return cleaned.replace("\\", "/").replace("*/", "* /")
 
 

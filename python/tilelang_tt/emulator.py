@@ -162,6 +162,7 @@ def _store(target, raw: np.ndarray, fmt: str) -> None:
 class RunResult:
     report: dict
     seconds: float
+    padded_outputs: dict | None = None   # buffer name -> the whole padded tile grid, row-major (for inspection)
 
 
 def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_only: bool | None = None,
@@ -217,16 +218,18 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
             message = proc.stderr.strip() or f"exit code {proc.returncode}"
             where = f"tt-sim ({plan['kernel']})" if chosen == "sim" else f"device run ({plan['kernel']})"
             raise TTSimError(message.removeprefix("tt-sim error: "), construct=where)
+        padded_outputs = {}
         for buf in plan["buffers"]:
             if buf["io"] in ("output", "inout") and not protocol_only:
                 raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
                 grid = untilize(raw, tuple(buf["padded_shape"]))
+                padded_outputs[buf["name"]] = grid
                 logical = grid[tuple(slice(0, n) for n in buf["shape"])]
                 _store(tensors[buf["param_index"]], np.ascontiguousarray(logical), buf["format"])
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["wall_seconds"] = seconds
     report["backend"] = "tt-sim (CPU emulator)" if chosen == "sim" else f"device via {hardware.sdk_home()}"
-    return RunResult(report, seconds)
+    return RunResult(report, seconds, padded_outputs)
 
 
 def clear_caches() -> None:

@@ -40,7 +40,7 @@ def passes(options: TTOptions):
     dev = options.device
     seq = [
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
-        ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x)),
+        ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x, dev.l1_bytes)),
         ("TilePadTT", tile_pad),
         ("MemorySpaceLowerTT", lambda f: memory_space_lower(f, dev)),
     ]

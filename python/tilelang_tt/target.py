@@ -85,7 +85,13 @@ def _coerce(name: str, value) -> object:
 
 def make_options(**kwargs) -> TTOptions:
     values = {name: _coerce(name, v) for name, v in kwargs.items() if v is not None}
-    return TTOptions(**values)
+    options = TTOptions(**values)
+    if options.max_cores is not None and options.max_cores > options.device.num_cores:
+        raise TTTargetError(f"max_cores={options.max_cores} exceeds the {options.device.num_cores} cores of "
+                            f"{options.arch} ({options.device.grid_y}x{options.device.grid_x})",
+                            construct="target option 'max_cores'",
+                            fix=f"use max_cores <= {options.device.num_cores} or omit it")
+    return options
 
 
 def _parse_cli(text: str) -> dict | None:

@@ -51,8 +51,9 @@ def unary_kernel(fn, dtype="float32"):
 
 
 CASES = {
-    "shape_not_tile_multiple": (lambda: K.elementwise_add(100, 64), TTShapeError,
-                                r"buffer A: A has shape \[100, 64\]; TT tiles are 32x32.*fix: pad A to \[128, 64\]"),
+    "block_not_tile_multiple": (lambda: gemm_kernel(M=96, N=96, K_=96, block=48), TTShapeError,
+                                r"buffer A_s: tile buffer A_s has shape \[48, 48\]; TT blocks are made of whole 32x32 "
+                                r"tiles.*fix: use block extents that are multiples of 32, e.g. \[64, 64\]"),
     "accumulate_before_clear": (lambda: gemm_kernel(M=256, N=256, clear=False, block=128), TTUnsupportedError,
                                 r"T.gemm accumulates into C_l before it is initialised.*fix: call T.clear\(C_l\)"),
     "unsupported_function": (lambda: unary_kernel(T.exp2), TTUnsupportedError,

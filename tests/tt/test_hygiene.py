@@ -104,13 +104,13 @@ def test_cli_reports_our_error(tmp_path):
     kernel_file.write_text(
         "import tilelang.language as T\n"
         "@T.prim_func\n"
-        "def bad(A: T.Tensor((50, 64), 'float32'), C: T.Tensor((50, 64), 'float32')):\n"
+        "def bad(A: T.Tensor((50, 64, 2), 'float32'), C: T.Tensor((50, 64, 2), 'float32')):\n"
         "    with T.Kernel(2, 2, threads=128) as (bx, by):\n"
         "        for i, j in T.Parallel(32, 32):\n"
-        "            C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]\n")
+        "            C[by * 32 + i, bx * 32 + j, 0] = A[by * 32 + i, bx * 32 + j, 0]\n")
     proc = subprocess.run([sys.executable, "-m", "tilelang_tt.cli", "compile", f"{kernel_file}:bad", "--out",
                            str(tmp_path / "out")], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(PKG.parent)})
     assert proc.returncode == 1
-    assert "error: buffer A: A has shape [50, 64]" in proc.stderr
+    assert "error: tensor A: tensor A has rank 3 (shape [50, 64, 2])" in proc.stderr
     assert not (tmp_path / "out").exists()

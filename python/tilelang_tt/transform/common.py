@@ -58,6 +58,29 @@ def op(name: str) -> Op:
     return Op.get(name)
 
 
+def _ops_matching(*words: str) -> tuple:
+    import tvm
+
+    names = [str(n) for n in tvm.ir._ffi_api.ListOpNames()]
+    return tuple(Op.get(n) for n in names if any(w in n for w in words))
+
+
+class UnsupportedOps:
+    """TileLang/TIR operators with no meaning on a TT tile program, found once by name and then matched by
+    Op identity."""
+
+    atomics = _ops_matching("atomic")
+    warp = _ops_matching("shfl", "warp", "tvm_warp", "ballot")
+
+    @classmethod
+    def reason(cls, op) -> str | None:
+        if any(op.same_as(o) for o in cls.atomics):
+            return "atomic operations"
+        if any(op.same_as(o) for o in cls.warp):
+            return "warp/thread-level intrinsics"
+        return None
+
+
 class TileOps:
     """Identities of the TileLang operators the TT passes consume (looked up once)."""
 

@@ -108,8 +108,9 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
             raise TTUnsupportedError(f"loop bound to {tag} outside the T.Kernel body", construct="T.Kernel",
                                      source=src, fix="TT kernels are launched over a blockIdx grid only")
         if not isinstance(body.extent, tirx.IntImm):
-            raise TTUnsupportedError(f"grid extent {body.extent} of {tag} is symbolic", construct="T.Kernel grid",
-                                     source=src, fix="use static shapes (dynamic grids come later)")
+            raise TTUnsupportedError(f"grid extent {body.extent} of {tag} is symbolic: symbolic shapes (T.dynamic) "
+                                     "are not supported by the TT backend yet", construct="T.Kernel grid", source=src,
+                                     fix="compile one kernel per shape (e.g. with @tilelang.jit over the shape)")
         extent = int(body.extent.value)
         if extent <= 0:
             raise TTScheduleError(f"grid extent of {tag} is {extent}", construct="T.Kernel grid", source=src,

@@ -34,7 +34,7 @@ from ..device import DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
+from .common import (TILE, UnsupportedOps, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
                      tile_op_call, tile_shape_2d)
 
 SCOPE_SHARED = "shared.dyn"
@@ -197,6 +197,14 @@ class _Lowerer:
                 env[b.var] = tirx.stmt_functor.substitute(b.value, env)
             if isinstance(store, tirx.BufferStore):
                 body = tirx.BufferStore(store.buffer, tirx.stmt_functor.substitute(store.value, env), store.indices)
+        calls = []
+        tirx.stmt_functor.post_order_visit(body, lambda n: calls.append(n) if isinstance(n, tirx.Call) else None)
+        for c in calls:
+            reason = UnsupportedOps.reason(c.op) if isinstance(c.op, tvm.ir.Op) else None
+            if reason:
+                raise TTUnsupportedError(f"{reason} ({c.op.name}) have no TT lowering: TT cores compute whole "
+                                         "tiles without shared atomics or lanes", construct=what, source=self.src,
+                                         fix="express the update as a tile operation (e.g. a reduction into a fragment)")
         if not isinstance(body, tirx.BufferStore) or len(loops) not in (1, 2):
             raise TTUnsupportedError("a T.Parallel nest must be 1 or 2 loops around one buffer store",
                                      construct=what, source=self.src, fix="write one elementwise assignment per T.Parallel")
@@ -211,11 +219,31 @@ class _Lowerer:
                                      construct=what, source=self.src, fix="use blocks whose extents are multiples of 32")
         before, after = [], []
         staged: dict[str, tirx.Buffer] = {}
+        accesses = []
+        tirx.stmt_functor.post_order_visit(body, lambda n: accesses.append(n) if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) else None)
+        for acc in accesses:
+            for index in acc.indices:
+                inner = []
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: inner.append(n) if isinstance(n, tirx.BufferLoad) else None)
+                if inner:
+                    raise TTUnsupportedError(
+                        f"indirect (data-dependent) indexing of {acc.buffer.name} through {inner[0].buffer.name}",
+                        construct=what, source=self.src,
+                        fix="TT readers move whole tiles at addresses known per block; gather rows on the host or "
+                            "restructure the kernel")
 
         def operand(buf: tirx.Buffer, indices, is_store: bool):
             if len(indices) != 2:
                 raise TTUnsupportedError(f"{buf.name} is indexed with {len(indices)} indices", construct=what,
                                          source=self.src)
+            loads = []
+            for index in indices:
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
+            if loads:
+                raise TTUnsupportedError(f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
+                                         construct=what, source=self.src,
+                                         fix="TT readers move whole tiles at addresses known per block; gather rows "
+                                             "on the host or restructure the kernel")
             offs = [_affine_offset(indices[0], vi, self.analyzer), _affine_offset(indices[1], vj, self.analyzer)]
             if offs[0] is None or offs[1] is None:
                 raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
@@ -309,8 +337,15 @@ class _Lowerer:
             raise TTUnsupportedError(f"tile operator {c.op.name} has no TT lowering", construct=describe(stmt),
                                      source=self.src, fix="use T.copy, T.gemm, T.clear/T.fill and T.Parallel")
         if isinstance(stmt, tirx.IfThenElse):
-            raise TTUnsupportedError("control flow (if) inside the kernel body", construct=describe(stmt),
-                                     source=self.src, fix="TT tile programs are straight-line per block")
+            loads = []
+            tirx.stmt_functor.post_order_visit(tirx.Evaluate(stmt.condition), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
+            kind = "data-dependent control flow (an if on tensor values)" if loads else "control flow (if) inside the kernel body"
+            raise TTUnsupportedError(kind, construct=describe(stmt), source=self.src,
+                                     fix="TT tile programs are straight-line per block; use T.Parallel arithmetic "
+                                         "(e.g. T.max) instead of branches")
+        if isinstance(stmt, tirx.While):
+            raise TTUnsupportedError("a while loop (data-dependent control flow)", construct=describe(stmt),
+                                     source=self.src, fix="use loops with compile-time extents")
         if isinstance(stmt, tirx.BufferStore):
             raise TTUnsupportedError("a scalar store outside T.Parallel", construct=describe(stmt), source=self.src,
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")

@@ -8,7 +8,8 @@ Out: the same body; attributes written:
      ``tt.shards`` = ``{tensor name: {axis, tiles, placement, order, faces, layout}}`` for every tensor
      parameter (default: interleaved DRAM, 32x32 tiles, row-major tiles, 16x16 faces).
 Errors (TTAnnotationError): a sharding key that is not a tensor parameter of the kernel; an axis beyond the
-     tensor's rank; placements that disagree for one tensor; a "col_major" tile order (readers emit
+     tensor's rank; placements that disagree for one tensor; an L1-placed tensor larger than half the L1 of
+     the cores the schedule uses (inconsistent with the schedule); a "col_major" tile order (readers emit
      row-major page ids only).
 """
 
@@ -38,7 +39,7 @@ def core_ranges(cores: list[list[int]], device_cols: int) -> list[list[list[int]
     return ranges
 
 
-def shard_to_core_map(func: tirx.PrimFunc, device_cols: int) -> tirx.PrimFunc:
+def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int = 1464 * 1024) -> tirx.PrimFunc:
     src = source_of(func)
     tensors = {func.buffer_map[p].data: func.buffer_map[p] for p in func.params if p in func.buffer_map}
 
@@ -75,6 +76,21 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int) -> tirx.PrimFunc:
                                          construct=f"T.TTShard(order=...) for {buf.name}", source=src,
                                          fix='use order="row_major"')
             seen[buf.name] = entry["placement"]
+            if entry["placement"] == "L1":
+                from ..formats import data_format
+                from .common import static_shape
+
+                n = 1
+                for d in static_shape(buf, src):
+                    n *= d
+                nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).element_bytes
+                budget = len(func.attrs[attrs.SCHEDULE]["mapping"]) * l1_bytes // 2
+                if nbytes > budget:
+                    raise TTAnnotationError(
+                        f"{buf.name} ({nbytes} bytes) placed in L1 does not fit half the L1 of the "
+                        f"{len(func.attrs[attrs.SCHEDULE]['mapping'])} cores the schedule uses ({budget} bytes)",
+                        construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
+                        fix='place it in DRAM (placement="DRAM") or use more cores')
             shards[buf.name] = {**entry, "layout": "interleaved"}
 
     mapping = func.attrs[attrs.SCHEDULE]["mapping"]
@@ -83,9 +99,9 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int) -> tirx.PrimFunc:
     return out.with_attr(attrs.SHARDS, shards)
 
 
-def TTShardToCoreMap(device_cols: int):
+def TTShardToCoreMap(device_cols: int, l1_bytes: int = 1464 * 1024):
     @prim_func_pass("tt.TTShardToCoreMap")
     def transform(func, mod, ctx):
-        return shard_to_core_map(func, device_cols)
+        return shard_to_core_map(func, device_cols, l1_bytes)
 
     return transform

@@ -133,6 +133,12 @@ class _Tensorizer:
         what = describe(stmt)
         a, b, cc = (decode_region(c.args[i], self.src) for i in range(3))
         trans_a, trans_b = bool(c.args[3]), bool(c.args[4])
+        if len(c.args) > 10 and not (isinstance(c.args[10], tirx.IntImm) and int(c.args[10]) == 0):
+            raise TTUnsupportedError("T.gemm(mbar=...): asynchronous (barrier-tracked) gemm has no TT lowering",
+                                     construct=what, source=self.src, fix="drop mbar=; TT matmuls are synchronous")
+        if c.annotations and len(c.annotations) > 0:
+            raise TTUnsupportedError(f"T.gemm annotations {sorted(str(k) for k in c.annotations)} are not supported "
+                                     "on TT", construct=what, source=self.src, fix="drop annotations=")
         am, ak = tile_shape_2d(static_shape(a.buffer))
         if trans_a:
             am, ak = ak, am

@@ -1,9 +1,9 @@
 """TilePadTT: tensors of any shape, stored as whole 32x32 tiles with zero-filled, never-stored padding.
 
 In:  a PrimFunc after TTShardToCoreMap.
-Out: the same body; attribute written: ``tt.padding`` = ``{buffer: {"logical": shape, "padded": shape}}`` for
-     every tensor parameter (the padded shape rounds the last two extents up to multiples of 32) and tile
-     buffer. The device buffers hold the padded tile grid; host tensors keep their row-major logical shape
+Out: the same body; attribute written: ``tt.padding`` = ``{tensor: {"logical": shape, "padded": shape}}`` for
+     every tensor parameter (the padded shape rounds the last two extents up to multiples of 32; tile buffers
+     are whole tiles by construction). The device buffers hold the padded tile grid; host tensors keep their row-major logical shape
      (the runtime tilizes into and untilizes out of the padded grid). Readers zero-fill the part of an edge
      tile outside the logical shape as part of the read (and whole tiles outside the tensor), so a GEMM K tail
      contributes exact zeros; writers store only the logical elements of edge tiles and skip tiles outside the
@@ -57,7 +57,6 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
                 construct=f"buffer {buf.name}", source=src,
                 fix=f"use block extents that are multiples of 32, e.g. {list(_padded(shape))} "
                     "(tensors themselves may have any shape)")
-        padding[buf.name] = {"logical": list(shape), "padded": list(shape)}
     return func.with_attr(attrs.PADDING, padding)
 
 
