@@ -79,3 +79,37 @@ def fused_chain(M: int = 128, N: int = 128, dtype: str = "bfloat16", block_M: in
             T.copy(C_l, C[by * block_M, bx * block_N])
 
     return chain
+
+
+def dynamic_scale_add(N: int = 64, dtype: str = "float32", block_M: int = 32, block_N: int = 32):
+    """``C = 2 * A + B`` over a symbolic number of rows M (``T.dynamic``): one compiled kernel, any M."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def scale_add(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = A[by * block_M + i, bx * block_N + j] * 2.0 + \
+                    B[by * block_M + i, bx * block_N + j]
+
+    return scale_add
+
+
+def dynamic_gemm(N: int = 64, K: int = 96, dtype: str = "bfloat16", block: int = 32):
+    """A GEMM whose M is symbolic (``T.dynamic``): the per-core split happens at launch."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block, block), dtype)
+            B_s = T.alloc_shared((block, block), dtype)
+            C_l = T.alloc_fragment((block, block), "float32")
+            T.clear(C_l)
+            for k in T.serial(T.ceildiv(K, block)):
+                T.copy(A[by * block, k * block], A_s)
+                T.copy(B[k * block, bx * block], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block, bx * block])
+
+    return gemm

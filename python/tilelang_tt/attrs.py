@@ -12,6 +12,7 @@ SHARDING_ANNOTATION = "tt.sharding_annotation"
 GRID = "tt.grid"                      # GridToPersistentTT: [grid_y, grid_x]
 SCHEDULE = "tt.schedule"              # GridToPersistentTT: policy/order/... and per-core mapping
 RUNTIME_ARGS = "tt.runtime_args"      # GridToPersistentTT: names of the per-core schedule args
+SHAPE_ARGS = "tt.shape_args"          # GridToPersistentTT: symbolic dimensions (T.dynamic), passed at launch
 CORE_RANGES = "tt.core_ranges"        # TTShardToCoreMap: [[[y0, x0], [y1, x1]], ...] inclusive
 SHARDS = "tt.shards"                  # TTShardToCoreMap: {buffer: {axis, tiles, placement, ...}}
 PADDING = "tt.padding"                # TilePadTT: {buffer: {logical, padded}}
@@ -26,6 +27,6 @@ LOWERED = "tt.lowered"                # pipeline: the function as the TT passes 
 PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by GridToPersistentTT
 
 ALL_KEYS = (
-    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, CORE_RANGES, SHARDS, PADDING,
+    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
     CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP,
 )

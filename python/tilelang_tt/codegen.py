@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from .formats import data_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
 from .program import build, walk_ops
 from .target import TTOptions, options_from_target
-from .transform.common import source_of, static_shape, tile_shape_2d
+from .transform.common import source_of
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,9 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     cb_names = {e["index"]: f"cb_{cb_unique[n]}" for n, e in cbs.items()}
     schedule = func.attrs[attrs.SCHEDULE]
     rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
-    grid = [int(g) for g in func.attrs[attrs.GRID]]
+    shape_args = [str(n) for n in func.attrs[attrs.SHAPE_ARGS]] if attrs.SHAPE_ARGS in func.attrs else []
+    grid = [_dim(g) for g in func.attrs[attrs.GRID]]
+    grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in grid)
     opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
     fp32_acc = bool(opts.get("fp32_dest_acc", False))
     shards = func.attrs[attrs.SHARDS]
@@ -90,7 +93,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         if p not in func.buffer_map:
             continue
         buf = func.buffer_map[p]
-        shape = static_shape(buf, src)
+        shape = tuple(_dim(d) for d in buf.shape)   # ints, or C++ expressions of the symbolic dimensions
         tensors.append((i, buf, shape))
     by_param = {i: (buf, shape) for i, buf, shape in tensors}
     tensor_names = unique_names([buf.name for _, buf, _ in tensors])
@@ -102,8 +105,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         for i in indices:
             buf, shape = by_param[i]
             rows, cols = shape[-2], shape[-1]
-            uses.append(TensorUse(tensor_names[buf.name], -(-rows // 32), -(-cols // 32), rows - 32 * (-(-rows // 32) - 1),
-                                  cols - 32 * (-(-cols // 32) - 1)))
+            uses.append(TensorUse(tensor_names[buf.name], _tiles(rows), _tiles(cols), _last(rows), _last(cols)))
         return uses
 
     # Map param index -> position in each kernel's accessor list.
@@ -158,6 +160,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         text, uses, cbidx = roles[role]
         layout = [{"name": f"{u.name}_addr", "kind": "buffer_address", "buffer": u.name} for u in uses]
         layout += [{"name": n, "kind": "schedule"} for n in rt_names]
+        layout += [{"name": n, "kind": "shape"} for n in shape_args]
         kernels[role] = {"file": KERNEL_FILES[role],
                          "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
@@ -165,19 +168,21 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
                          "runtime_args": {"layout": layout}}
     kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": fidelity, "fp32_dest_acc_en": fp32_acc,
                           "compile_args": [],
-                          "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in rt_names]}}
+                          "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in rt_names] +
+                                                      [{"name": n, "kind": "shape"} for n in shape_args]}}
 
     buffers = []
     for i, buf, shape in tensors:
         fmt = data_format(buf.dtype, f"tensor {buf.name}", src)
-        tr, tc = tile_shape_2d(tuple(int(x) for x in padding[buf.name]["padded"]))
+        tr, tc = _tiles(shape[-2]), _tiles(shape[-1])
+        num_pages = _mul(tr, tc)
         io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
         shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in shards[buf.name].items()}
         buffers.append({"name": tensor_names[buf.name], "param_index": i, "shape": list(shape),
-                        "padded_shape": [int(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
+                        "padded_shape": [_dim(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
                         "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
-                        "page_size": fmt.tile_bytes, "num_pages": tr * tc, "bytes": tr * tc * fmt.tile_bytes,
+                        "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
                         "io": io, "shard": shard})
     plan_cbs = []
     for n, e in sorted(cbs.items(), key=lambda kv: kv[1]["index"]):
@@ -200,7 +205,8 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
                    "dram_banks": dev.dram_banks, "num_cbs": dev.num_cbs, "dst_tiles": dev.dst_capacity(fp32_acc),
                    "max_cores": options.max_cores},
         "grid": grid, "policy": sched["policy"], "order": sched["order"], "schedule": sched,
-        "core_ranges": _plain(func.attrs[attrs.CORE_RANGES]), "runtime_args": rt_names, "mapping": mapping,
+        "core_ranges": _plain(func.attrs[attrs.CORE_RANGES]), "runtime_args": rt_names, "shape_args": shape_args,
+        "mapping": mapping,
         "buffers": buffers, "cbs": plan_cbs, "kernels": kernels, "math_fidelity": fidelity,
     }
     plan_mod.validate(plan)
@@ -210,19 +216,22 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         tmap = {tensor_names[by_param[i][0].name]: (by_param[i][1], str(by_param[i][0].dtype))
                 for i in (reads if role == "reader" else writes)}
         tens = [{"name": u.name, "tiles_h": u.tiles_h, "tiles_w": u.tiles_w, "last_rows": u.last_rows,
-                 "last_cols": u.last_cols, "shape": "x".join(map(str, tmap[u.name][0])), "dtype": tmap[u.name][1]}
+                 "last_cols": u.last_cols, "shape": "x".join(map(str, tmap[u.name][0])), "dtype": tmap[u.name][1],
+                 "static": all(isinstance(v, int) for v in (u.tiles_h, u.tiles_w, u.last_rows, u.last_cols))}
                 for u in uses]
         layout = [a for a in kernels[role]["runtime_args"]["layout"]]
-        used_layout = [dict(a, used=(a["kind"] == "buffer_address" or a["name"] in text)) for a in layout]
+        used_layout = [dict(a, used=(a["kind"] == "buffer_address" or _mentions(text + tensor_decls(tens), a["name"])))
+                       for a in layout]
         return _ENV.get_template("dataflow.cpp.j2").render(
-            role=role, name=name, source=src, grid=grid, kernel=_with_layout(kernels[role], used_layout), tensors=tens,
+            role=role, name=name, source=src, grid=grid, grid_text=grid_text, kernel=_with_layout(kernels[role], used_layout), tensors=tens,
             cbs=cb_decls(cbidx), body=text, dataflow_header=DATAFLOW_HEADER)
 
     ctext = clines.text()
-    c_layout = [dict(a, used=a["name"] in ctext) for a in kernels["compute"]["runtime_args"]["layout"]]
+    c_layout = [dict(a, used=_mentions(ctext, a["name"])) for a in kernels["compute"]["runtime_args"]["layout"]]
     headers = sorted(set(COMPUTE_BASE_HEADERS) | cem.headers)
     compute_src = _ENV.get_template("compute.cpp.j2").render(
-        name=name, source=src, grid=grid, kernel=_with_layout(kernels["compute"], c_layout), headers=headers,
+        name=name, source=src, grid=grid, grid_text=grid_text, kernel=_with_layout(kernels["compute"], c_layout),
+        headers=headers,
         cbs=cb_decls(compute_cbs), body=ctext, startup=cem.startup or "compute_kernel_hw_startup(0, 0)",
         dst_capacity=dev.dst_capacity(fp32_acc))
     exe = f"{name}_host"
@@ -235,6 +244,40 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=name, exe=exe),
     }
     return Artifact(name, files, plan)
+
+
+def _dim(d):
+    """A dimension as an int, or as a C++ expression over the symbolic dimensions (T.dynamic)."""
+    from tvm import tirx as _t
+
+    if isinstance(d, int):
+        return d
+    if isinstance(d, _t.IntImm):
+        return int(d.value)
+    from .cexpr import cexpr
+
+    return cexpr(d)
+
+
+def _tiles(n):
+    return -(-n // 32) if isinstance(n, int) else f"(({n}) + 31u) / 32u"
+
+
+def _last(n):
+    """Valid elements in the last tile along a dimension of n elements."""
+    return n - 32 * (-(-n // 32) - 1) if isinstance(n, int) else f"(({n}) - 32u * ((({n}) + 31u) / 32u - 1u))"
+
+
+def _mul(a, b):
+    return a * b if isinstance(a, int) and isinstance(b, int) else f"({a}) * ({b})"
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+
+def tensor_decls(tensors) -> str:
+    return " ".join(f"{t['tiles_h']} {t['tiles_w']} {t['last_rows']} {t['last_cols']}" for t in tensors)
 
 
 def _with_layout(kernel: dict, layout: list) -> dict:

@@ -123,10 +123,10 @@ class _Projector:
 @dataclass
 class TensorUse:
     name: str
-    tiles_h: int
-    tiles_w: int
-    last_rows: int      # valid rows in the last tile row
-    last_cols: int      # valid columns in the last tile column
+    tiles_h: int | str          # str: a C++ expression of symbolic dimensions
+    tiles_w: int | str
+    last_rows: int | str        # valid rows in the last tile row
+    last_cols: int | str        # valid columns in the last tile column
 
 
 class DataMovementEmitter(_Projector):

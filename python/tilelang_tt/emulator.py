@@ -158,6 +158,30 @@ def _store(target, raw: np.ndarray, fmt: str) -> None:
     np.copyto(target, raw.reshape(target.shape).astype(target.dtype))
 
 
+def bind_shapes(plan: dict, tensors: dict[int, object]) -> dict[str, int]:
+    """Check every tensor against the plan and give each symbolic dimension (T.dynamic) its value."""
+    shapes: dict[str, int] = {}
+    for buf in plan["buffers"]:
+        value = tensors.get(buf["param_index"])
+        if value is None:
+            raise TTSimError(f"no tensor for parameter {buf['name']}", construct="kernel call")
+        actual = tuple(int(n) for n in getattr(value, "shape", ()))
+        expected = buf["shape"]
+        ok = len(actual) == len(expected)
+        for want, got in zip(expected, actual):
+            if isinstance(want, str):
+                if shapes.setdefault(want, got) != got:
+                    raise TTSimError(f"{buf['name']} has {want}={got}, another tensor has {want}={shapes[want]}",
+                                     construct="kernel call", fix=f"pass tensors that agree on {want}")
+                ok = ok and got >= 1
+            else:
+                ok = ok and want == got
+        if not ok:
+            raise TTSimError(f"{buf['name']} has shape {list(actual)}, the kernel was compiled for {expected}",
+                             construct="kernel call", fix="pass tensors of the compiled shapes")
+    return shapes
+
+
 @dataclass
 class RunResult:
     report: dict
@@ -190,17 +214,16 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         protocol_only = os.environ.get(PROTOCOL_ONLY_ENV) == "1"
     with tempfile.TemporaryDirectory(prefix="tt-sim-") as data:
         data_dir = Path(data)
+        shapes, dims = bind_shapes(plan, tensors), {}
         for buf in plan["buffers"]:
-            value = tensors.get(buf["param_index"])
-            if value is None:
-                raise TTSimError(f"no tensor for parameter {buf['name']}", construct="kernel call")
-            shape = tuple(getattr(value, "shape", ()))
-            if shape != tuple(buf["shape"]):
-                raise TTSimError(f"{buf['name']} has shape {list(shape)}, the kernel was compiled for {buf['shape']}",
-                                 construct="kernel call", fix="pass tensors of the compiled shapes")
+            value = tensors[buf["param_index"]]
+            logical = tuple(shapes[d] if isinstance(d, str) else d for d in buf["shape"])
+            dims[buf["name"]] = (logical, tuple(-(-n // 32) * 32 for n in logical))
             if buf["io"] in ("input", "inout"):
-                raw = pad_to(_to_numpy(value, buf["format"]), tuple(buf["padded_shape"]), buf["format"])
+                raw = pad_to(_to_numpy(value, buf["format"]), dims[buf["name"]][1], buf["format"])
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
+        if shapes:
+            (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))
         report_path = data_dir / "report.json"
         env = dict(os.environ)
         if chosen == "sim":
@@ -222,9 +245,9 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         for buf in plan["buffers"]:
             if buf["io"] in ("output", "inout") and not protocol_only:
                 raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
-                grid = untilize(raw, tuple(buf["padded_shape"]))
+                grid = untilize(raw, dims[buf["name"]][1])
                 padded_outputs[buf["name"]] = grid
-                logical = grid[tuple(slice(0, n) for n in buf["shape"])]
+                logical = grid[tuple(slice(0, n) for n in dims[buf["name"]][0])]
                 _store(tensors[buf["param_index"]], np.ascontiguousarray(logical), buf["format"])
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["wall_seconds"] = seconds

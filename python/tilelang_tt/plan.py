@@ -37,9 +37,14 @@ def validate(plan: dict) -> None:
         where = "/".join(str(p) for p in err.absolute_path) or "<root>"
         raise TTPlanError(f"tt.plan.json is invalid at {where}: {err.message}", construct="tt.plan.json") from None
     grid_y, grid_x = plan["grid"]
-    assigned = sum(m["count"] for m in plan["mapping"])
-    if assigned != grid_y * grid_x:
-        raise TTPlanError(f"mapping assigns {assigned} blocks, the grid has {grid_y * grid_x}", construct="tt.plan.json")
+    if plan["schedule"].get("dynamic"):
+        if plan["mapping"] or not plan.get("shape_args"):
+            raise TTPlanError("a dynamic schedule has shape_args and an empty mapping", construct="tt.plan.json")
+    else:
+        assigned = sum(m["count"] for m in plan["mapping"])
+        if not isinstance(grid_y, int) or not isinstance(grid_x, int) or assigned != grid_y * grid_x:
+            raise TTPlanError(f"mapping assigns {assigned} blocks, the grid has {grid_y} x {grid_x}",
+                              construct="tt.plan.json")
     indices = [cb["index"] for cb in plan["cbs"]]
     if len(set(indices)) != len(indices) or any(i >= plan["device"]["num_cbs"] for i in indices):
         raise TTPlanError(f"CB indices {indices} collide or exceed the device's {plan['device']['num_cbs']}",

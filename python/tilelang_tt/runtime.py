@@ -38,6 +38,9 @@ class TTKernelAdapter(BaseKernelAdapter):
         import torch
 
         param = self.params[index]
+        if not all(isinstance(s, int) or hasattr(s, "value") for s in param.shape):
+            raise TTError(f"cannot allocate output {index}: its shape {list(param.shape)} is symbolic",
+                          construct="out_idx", fix="pass the output tensor explicitly")
         shape = [int(s) for s in param.shape]
         dtype = getattr(torch, str(param.dtype))
         return torch.empty(shape, dtype=dtype)

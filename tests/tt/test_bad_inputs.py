@@ -174,12 +174,25 @@ def rank3():
     return k
 
 
-def dynamic_shape():
+def dynamic_shape(schedule=None):
     M = T.dynamic("M")
 
     @T.prim_func
     def k(A: T.Tensor((M, 64), "float32"), C: T.Tensor((M, 64), "float32")):
         with T.Kernel(2, T.ceildiv(M, 32), threads=128) as (bx, by):
+            if schedule is not None:
+                T.annotate_tt_schedule(**schedule)
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+    return k
+
+
+def dynamic_expression_dim():
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def k(A: T.Tensor((M * 2, 64), "float32"), C: T.Tensor((M * 2, 64), "float32")):
+        with T.Kernel(2, T.ceildiv(M * 2, 32), threads=128) as (bx, by):
             for i, j in T.Parallel(32, 32):
                 C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
     return k
@@ -287,8 +300,10 @@ CASES = [
     ("int32", lambda: K.elementwise_add(64, 64, "int32"), {}, TTUnsupportedError,
      r"dtype 'int32' has no supported TT data format"),
     ("rank3_tensor", rank3, {}, TTShapeError, r"tensor A has rank 3 \(shape \[2, 64, 64\]\)"),
-    ("symbolic_shape", dynamic_shape, {}, TTUnsupportedError,
-     r"symbolic shapes \(T.dynamic\) are not supported by the TT backend yet"),
+    ("symbolic_grid_with_rect", lambda: dynamic_shape(dict(policy="rect")), {}, TTScheduleError,
+     r"policy 'rect' needs a grid known at compile time; this grid depends on symbolic shapes \(M\)"),
+    ("symbolic_dim_expression", dynamic_expression_dim, {}, TTUnsupportedError,
+     r"dimension M \* 2 of A is an expression of symbolic shapes"),
     ("tensorize_off", lambda: K.design_gemm(64, 64, 64), {"tensorize": False}, TTUnsupportedError,
      r"was not tensorized \(tensorize=False\) and the TT backend has no scalar fallback"),
 ]

@@ -113,7 +113,7 @@ def test_plan_schema_rejects_bad_plans():
         plan_mod.validate(bad)
     bad = json.loads(json.dumps(plan))
     bad["mapping"][0]["count"] += 1
-    with pytest.raises(TTPlanError, match=r"mapping assigns 5 blocks, the grid has 4"):
+    with pytest.raises(TTPlanError, match=r"mapping assigns 5 blocks, the grid has 2 x 2"):
         plan_mod.validate(bad)
 
 

@@ -40,7 +40,7 @@ def tensors_for(kernel):
 # (id, base kernel, file, text to replace, replacement, count, expected message regex)
 CORPUS = [
     ("deadlock_wait_never_pushed", "add", "kernels/writer.cpp",
-     "write_tile_block(cb_C_out, C, C_tiles_w, by, bx, 1, 1);", "write_tile_block(cb_C_out, C, C_tiles_w, by, bx, 1, 2);", 1,
+     "write_tile_block(cb_C_out, C, C_grid, by, bx, 1, 1);", "write_tile_block(cb_C_out, C, C_grid, by, bx, 1, 2);", 1,
      r"(?s)deadlock: every unfinished kernel is blocked.*writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: blocked in "
      r"cb_wait_front\(cb=16, n=2\) \[2 pages pushed, 2 popped\]"),
     ("pop_more_than_waited", "add", "kernels/compute.cpp",
@@ -54,7 +54,7 @@ CORPUS = [
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(0, 1\) publishes pages whose NoC reads were not "
      r"completed: call noc_async_read_barrier\(\) first"),
     ("noc_read_outside_buffer", "add", "kernels/reader.cpp",
-     "noc_async_read_page((row0 + r) * tiles_w + col0 + c,", "noc_async_read_page((row0 + r) * tiles_w + col0 + c + 1000,", 1,
+     "noc_async_read_page(tile_row * grid.tiles_w + tile_col,", "noc_async_read_page(tile_row * grid.tiles_w + tile_col + 1000,", 1,
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page: page 100\d is outside the buffer at 0x[0-9a-f]+ \(4 pages\)"),
     ("noc_read_into_unreserved_l1", "add", "kernels/reader.cpp",
      "    cb_reserve_back(cb, num_tiles);\n", "", 1,

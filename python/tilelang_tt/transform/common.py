@@ -179,6 +179,34 @@ def decode_region(expr, source: str | None = None) -> Region:
                           source=source)
 
 
+def shape_vars(func: tirx.PrimFunc) -> list:
+    """The symbolic dimensions (``T.dynamic``) of the tensor parameters, in order of first appearance. Each must
+    be a whole dimension; a dimension that is an expression of them is rejected."""
+    from ..errors import TTUnsupportedError
+
+    found = []
+    for p in func.params:
+        if p not in func.buffer_map:
+            continue
+        buf = func.buffer_map[p]
+        for dim in buf.shape:
+            if isinstance(dim, tirx.IntImm):
+                continue
+            if not isinstance(dim, tirx.Var):
+                raise TTUnsupportedError(f"dimension {dim} of {buf.name} is an expression of symbolic shapes",
+                                         construct=f"tensor {buf.name}", source=source_of(func),
+                                         fix="give every symbolic dimension its own T.dynamic variable")
+            if not any(v.same_as(dim) for v in found):
+                found.append(dim)
+    return found
+
+
+def free_vars(expr) -> list:
+    out = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: out.append(n) if isinstance(n, tirx.Var) else None)
+    return out
+
+
 def buffer_scope(buf: tirx.Buffer) -> str:
     return str(buf.scope())
 

@@ -29,7 +29,7 @@ from .. import attrs
 from ..errors import TTLoweringError, TTScheduleError, TTUnsupportedError
 from ..schedule import ScheduleSpec, build_schedule, make_schedule_spec
 from ..target import TTOptions
-from .common import visit, TileOps, describe, is_call_to, prim_func_pass, source_of
+from .common import visit, TileOps, describe, free_vars, is_call_to, prim_func_pass, shape_vars, source_of
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
@@ -101,16 +101,22 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
         body = body.block.body
 
-    grid: dict[str, tuple[tirx.Var, int]] = {}
+    symbolic = shape_vars(func)
+    grid: dict[str, tuple[tirx.Var, object]] = {}
     while isinstance(body, tirx.For) and body.thread_binding is not None:
         tag = str(body.thread_binding.thread_tag)
         if tag not in _GRID_TAGS:
             raise TTUnsupportedError(f"loop bound to {tag} outside the T.Kernel body", construct="T.Kernel",
                                      source=src, fix="TT kernels are launched over a blockIdx grid only")
         if not isinstance(body.extent, tirx.IntImm):
-            raise TTUnsupportedError(f"grid extent {body.extent} of {tag} is symbolic: symbolic shapes (T.dynamic) "
-                                     "are not supported by the TT backend yet", construct="T.Kernel grid", source=src,
-                                     fix="compile one kernel per shape (e.g. with @tilelang.jit over the shape)")
+            unknown = [v for v in free_vars(body.extent) if not any(v.same_as(s) for s in symbolic)]
+            if unknown:
+                raise TTUnsupportedError(f"grid extent {body.extent} of {tag} depends on {unknown[0]}, which is not a "
+                                         "tensor dimension", construct="T.Kernel grid", source=src,
+                                         fix="derive the grid from the tensors' (possibly T.dynamic) shapes")
+            grid[tag] = (body.loop_var, body.extent)
+            body = body.body
+            continue
         extent = int(body.extent.value)
         if extent <= 0:
             raise TTScheduleError(f"grid extent of {tag} is {extent}", construct="T.Kernel grid", source=src,
@@ -120,7 +126,8 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     if not grid:
         raise TTLoweringError("no T.Kernel grid (no loop bound to blockIdx.x/y) found", construct="T.Kernel",
                               source=src, fix="write the kernel body inside `with T.Kernel(gx, gy) as (bx, by):`")
-    if grid.get("blockIdx.z", (None, 1))[1] != 1:
+    z = grid.get("blockIdx.z", (None, 1))[1]
+    if not isinstance(z, int) or z != 1:
         raise TTUnsupportedError(f"a 3-D grid (blockIdx.z extent {grid['blockIdx.z'][1]})", construct="T.Kernel",
                                  source=src, fix="fold the batch dimension into grid_y")
 
@@ -150,7 +157,16 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     grid_x = grid.get("blockIdx.x", (None, 1))[1]
     grid_y = grid.get("blockIdx.y", (None, 1))[1]
     dev = options.device
-    sched = build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src)
+    dynamic = not (isinstance(grid_x, int) and isinstance(grid_y, int))
+    if dynamic:
+        if spec.policy != "contiguous":
+            raise TTScheduleError(f"policy {spec.policy!r} needs a grid known at compile time; this grid depends on "
+                                  f"symbolic shapes ({', '.join(v.name for v in symbolic)})",
+                                  construct="T.annotate_tt_schedule(policy=...)", source=src,
+                                  fix='use policy="contiguous" (split at launch) or static shapes')
+        sched = _DynamicSchedule(spec, options.core_limit(), dev.grid_x)
+    else:
+        sched = build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src)
 
     arg_vars = {name: tirx.Var(name, "int32") for name in sched.runtime_arg_names}
     n = tirx.Var("n", "int32")
@@ -177,11 +193,27 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     new_params = list(func.params) + [arg_vars[name] for name in sched.runtime_arg_names]
     out = tirx.PrimFunc(new_params, loop, func.ret_type, func.buffer_map, func.attrs, func.span)
     schedule_attr = {**spec.as_dict(), "num_cores": len(sched.cores), "common_args": dict(sched.common_args),
-                     "mapping": sched.mapping_json()}
+                     "mapping": sched.mapping_json(), "dynamic": dynamic}
     out = out.with_attr(attrs.GRID, [grid_y, grid_x])
     out = out.with_attr(attrs.SCHEDULE, schedule_attr)
     out = out.with_attr(attrs.RUNTIME_ARGS, list(sched.runtime_arg_names))
+    out = out.with_attr(attrs.SHAPE_ARGS, [v.name for v in symbolic])
     return out
+
+
+class _DynamicSchedule:
+    """A contiguous schedule whose split is computed at launch (by the host program) from the actual shapes:
+    every usable core gets a runtime (start_id, count); cores beyond the block count get count 0."""
+
+    runtime_arg_names = ("start_id", "count")
+
+    def __init__(self, spec, num_cores: int, device_cols: int):
+        self.spec = spec
+        self.cores = [(i // device_cols, i % device_cols) for i in range(num_cores)]
+        self.common_args = {}
+
+    def mapping_json(self):
+        return []
 
 
 def GridToPersistentTT(options: TTOptions):

@@ -81,20 +81,28 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int = 146
                 from .common import static_shape
 
                 n = 1
-                for d in static_shape(buf, src):
-                    n *= d
+                for d in buf.shape:
+                    if not isinstance(d, tirx.IntImm):
+                        raise TTAnnotationError(f"{buf.name} has a symbolic shape and cannot be placed in L1",
+                                                construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
+                                                fix='use placement="DRAM"')
+                    n *= int(d)
                 nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).element_bytes
-                budget = len(func.attrs[attrs.SCHEDULE]["mapping"]) * l1_bytes // 2
+                budget = int(func.attrs[attrs.SCHEDULE]["num_cores"]) * l1_bytes // 2
                 if nbytes > budget:
                     raise TTAnnotationError(
                         f"{buf.name} ({nbytes} bytes) placed in L1 does not fit half the L1 of the "
-                        f"{len(func.attrs[attrs.SCHEDULE]['mapping'])} cores the schedule uses ({budget} bytes)",
+                        f"{int(func.attrs[attrs.SCHEDULE]['num_cores'])} cores the schedule uses ({budget} bytes)",
                         construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
                         fix='place it in DRAM (placement="DRAM") or use more cores')
             shards[buf.name] = {**entry, "layout": "interleaved"}
 
-    mapping = func.attrs[attrs.SCHEDULE]["mapping"]
-    cores = [[int(c) for c in m["core"]] for m in mapping]
+    schedule = func.attrs[attrs.SCHEDULE]
+    if bool(schedule.get("dynamic", False)):   # split at launch over every usable core
+        n = int(schedule["num_cores"])
+        cores = [[i // device_cols, i % device_cols] for i in range(n)]
+    else:
+        cores = [[int(c) for c in m["core"]] for m in schedule["mapping"]]
     out = func.with_attr(attrs.CORE_RANGES, core_ranges(cores, device_cols))
     return out.with_attr(attrs.SHARDS, shards)
 

@@ -23,7 +23,10 @@ from .common import TILE, prim_func_pass, source_of, static_shape
 
 
 def _padded(shape):
-    return tuple(shape[:-2]) + tuple(-(-s // TILE) * TILE for s in shape[-2:])
+    """Round the last two extents up to whole tiles (symbolic extents stay expressions)."""
+    def up(s):
+        return -(-s // TILE) * TILE if isinstance(s, int) else tirx.floordiv(s + (TILE - 1), TILE) * TILE
+    return tuple(shape[:-2]) + tuple(up(s) for s in shape[-2:])
 
 
 def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -33,7 +36,7 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
         if p not in func.buffer_map:
             continue
         buf = func.buffer_map[p]
-        shape = static_shape(buf, src)
+        shape = tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
         if len(shape) != 2:
             raise TTShapeError(f"tensor {buf.name} has rank {len(shape)} (shape {list(shape)})",
                                construct=f"tensor {buf.name}", source=src,

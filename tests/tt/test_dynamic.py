@@ -1,0 +1,55 @@
+"""Symbolic shapes (T.dynamic): the dimension becomes a runtime argument and the per-core split is computed
+at launch by the host program, so one compiled kernel serves every size."""
+
+import json
+
+import pytest
+import tilelang
+import torch
+
+from examples import kernels as K
+
+
+@pytest.fixture(autouse=True)
+def poison(monkeypatch):
+    monkeypatch.setenv("TILELANG_TT_POISON_PADDING", "1")
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_one_kernel_many_sizes(arch):
+    kernel = tilelang.compile(K.dynamic_scale_add(N=96), target={"kind": "tt", "arch": arch, "max_cores": 5})
+    plan = json.loads((kernel.artifact_dir / "tt.plan.json").read_text())
+    assert plan["shape_args"] == ["M"] and plan["schedule"]["dynamic"] is True and plan["mapping"] == []
+    assert plan["buffers"][0]["shape"] == ["M", 96]
+    for M in (1, 37, 100, 333):
+        a, b = torch.randn(M, 96), torch.randn(M, 96)
+        c = torch.empty(M, 96)
+        kernel(a, b, c)
+        assert torch.equal(c, a * 2 + b), M
+    reader = (kernel.artifact_dir / "kernels" / "reader.cpp").read_text()
+    assert "const uint32_t M = get_arg_val<uint32_t>(" in reader
+    host = (kernel.artifact_dir / "host.cpp").read_text()
+    assert 'const uint32_t M = read_shape(data_dir + "/shapes.txt", "M");' in host
+    assert "split_blocks(" in host
+
+
+def test_dynamic_gemm_splits_at_launch():
+    kernel = tilelang.compile(K.dynamic_gemm(N=64, K=96), target="tt")
+    for M in (33, 200):
+        a, b = torch.randn(M, 96, dtype=torch.bfloat16), torch.randn(96, 64, dtype=torch.bfloat16)
+        c = torch.empty(M, 64, dtype=torch.bfloat16)
+        kernel(a, b, c)
+        ref = a.float() @ b.float()
+        assert (c.float() - ref).abs().max() <= 2 * 2**-8 * ref.abs().max()
+        blocks = -(-M // 32) * 2
+        assert sum(core["matmul_tiles"] for core in kernel.report["cores"]) == blocks * 3
+        busy = [core for core in kernel.report["cores"] if core["matmul_tiles"]]
+        assert len(busy) == min(blocks, 64)
+
+
+def test_shapes_must_agree():
+    from tilelang_tt.emulator import TTSimError
+
+    kernel = tilelang.compile(K.dynamic_scale_add(), target="tt")
+    with pytest.raises(TTSimError, match=r"B has M=10, another tensor has M=20"):
+        kernel(torch.randn(20, 64), torch.randn(10, 64), torch.empty(20, 64))
