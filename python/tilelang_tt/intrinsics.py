@@ -121,7 +121,6 @@ INTRINSICS: dict[str, Intrinsic] = {
     "rsqrt": Intrinsic("rsqrt_tile_init()", "rsqrt_tile({dst})", "api/compute/eltwise_unary/rsqrt.h", "sfpu_unary"),
     "recip": Intrinsic("recip_tile_init()", "recip_tile({dst})", "api/compute/eltwise_unary/recip.h", "sfpu_unary"),
     "relu": Intrinsic("relu_tile_init()", "relu_tile({dst})", "api/compute/eltwise_unary/relu.h", "sfpu_unary"),
-    "gelu": Intrinsic("gelu_tile_init()", "gelu_tile({dst})", "api/compute/eltwise_unary/gelu.h", "sfpu_unary"),
     "tanh": Intrinsic("tanh_tile_init()", "tanh_tile({dst})", "api/compute/compute_kernel_api.h", "sfpu_unary"),
     "sigmoid": Intrinsic("sigmoid_tile_init()", "sigmoid_tile({dst})", "api/compute/compute_kernel_api.h",
                          "sfpu_unary"),
@@ -129,8 +128,6 @@ INTRINSICS: dict[str, Intrinsic] = {
     # Whole-tile transpose of a CB tile into DST (used for T.gemm(transpose_A=True)).
     "transpose_tile": Intrinsic("transpose_init({a})", "transpose_tile({a}, {ia}, {dst})", "api/compute/transpose.h",
                                 "copy"),
-    "negative": Intrinsic("negative_tile_init()", "negative_tile({dst})", "api/compute/eltwise_unary/negative.h",
-                          "sfpu_unary"),
     # Fill DST[dst] with a constant.
     "fill_tile": Intrinsic("fill_tile_init()", "fill_tile({dst}, {value})", "api/compute/eltwise_unary/fill.h",
                            "fill"),

@@ -34,7 +34,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         self.last_report: dict | None = None
         super().__init__(device_mod, params, result_idx)
 
-    def _allocate(self, index: int, like):
+    def _allocate(self, index: int):
         import torch
 
         param = self.params[index]
@@ -59,7 +59,7 @@ class TTKernelAdapter(BaseKernelAdapter):
             it = iter(args)
             full = [None if i in outs else next(it) for i in range(n)]
             for i in outs:
-                full[i] = self._allocate(i, args[0] if args else None)
+                full[i] = self._allocate(i)
         else:
             raise TTError(f"expected {n - len(outs)} tensors (or all {n}), got {len(args)}", construct="kernel call")
         result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
