@@ -178,3 +178,33 @@ def test_tilize_roundtrip_and_face_order():
     assert flat[1024 + 256] == x[0, 48]
     assert flat[1024 + 512 + 16] == x[17, 32]     # face 2 row 1
     np.testing.assert_array_equal(untilize(flat, (64, 96)), x)
+
+
+def test_concurrent_runs_share_the_kernel_cache(tmp_path):
+    """Two processes run the same kernel against an empty cache at once: both compile (host program and
+    kernels), both succeed, and the cache holds one complete object per kernel."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import torch, tilelang, tilelang_tt\n"
+        "from examples import kernels as K\n"
+        "k = tilelang.compile(K.elementwise_add(96, 64, 'float32'), target='tt')\n"
+        "a, b = torch.randn(96, 64), torch.randn(96, 64)\n"
+        "c = torch.empty(96, 64)\n"
+        "k(a, b, c)\n"
+        "assert torch.equal(c, a + b)\n"
+        "print('ok')\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "TILELANG_TT_CACHE_DIR": str(tmp_path / "cache"),
+           "TILELANG_TT_ARTIFACT_DIR": str(tmp_path / "artifacts")}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(root)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    assert all(o[0].strip().endswith("ok") for o in outs)
+    kernels = sorted((tmp_path / "cache" / "sim-kernels").iterdir())
+    assert len([k for k in kernels if k.suffix == ".so"]) == 3          # reader, compute, writer
+    assert not [k for k in kernels if ".tmp" in k.name]                 # no half-written objects left
