@@ -12,7 +12,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tilelang  # noqa: E402
 import tvm  # noqa: E402
 from tvm.target import Target  # noqa: E402
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import contextmanager
 import re
 import shutil
 import tempfile
@@ -70,28 +71,19 @@ def content_hash(files: dict[str, str]) -> str:
     return h.hexdigest()
 
 
-def write_artifact(files: dict[str, str], kernel_name: str, root: Path | None = None,
-                   exact_dir: Path | None = None) -> Path:
-    """Write ``files`` (relative path -> text) into ``root/<kernel>-<hash>`` (or ``exact_dir``) atomically.
+@contextmanager
+def staged_directory(final: Path, replace: bool = False):
+    """Build a directory atomically: yield a temporary sibling of ``final`` to fill, then rename it into place.
 
-    A reader never sees a half-written directory: everything goes to a temporary sibling first, which is
-    renamed into place; if another process won the race with the same content, its copy is kept.
+    Readers never see a half-built directory. If ``final`` appeared meanwhile (another process built the same
+    content), that copy is kept, unless ``replace`` is set. On any error the temporary directory is removed.
     """
-    if exact_dir is not None:
-        final = Path(exact_dir)
-    else:
-        root = Path(root) if root is not None else artifact_root()
-        final = root / f"{safe_name(kernel_name)}-{content_hash(files)[:16]}"
-    if exact_dir is None and final.is_dir():
-        return final
+    final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        for rel, text in files.items():
-            path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        if exact_dir is not None and final.exists():
+        yield tmp
+        if replace and final.exists():
             old = final.with_name(f".{final.name}.old.{os.getpid()}")
             os.rename(final, old)
             os.rename(tmp, final)
@@ -102,8 +94,25 @@ def write_artifact(files: dict[str, str], kernel_name: str, root: Path | None = 
             except OSError:
                 if not final.is_dir():
                     raise
-                shutil.rmtree(tmp, ignore_errors=True)  # an identical artifact landed first
+                shutil.rmtree(tmp, ignore_errors=True)   # an identical directory landed first
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_artifact(files: dict[str, str], kernel_name: str, root: Path | None = None,
+                   exact_dir: Path | None = None) -> Path:
+    """Write ``files`` (relative path -> text) into ``root/<kernel>-<hash>`` (or ``exact_dir``) atomically."""
+    if exact_dir is not None:
+        final = Path(exact_dir)
+    else:
+        root = Path(root) if root is not None else artifact_root()
+        final = root / f"{safe_name(kernel_name)}-{content_hash(files)[:16]}"
+        if final.is_dir():
+            return final
+    with staged_directory(final, replace=exact_dir is not None) as tmp:
+        for rel, text in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
     return final

@@ -10,14 +10,14 @@ kept where something inside still needs them. Every TT-Metalium compute call com
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tvm import tirx
 from tvm.ir import Op as TVMOp
 
 from .artifact import comment_text
 from .cexpr import cexpr
-from .errors import TTLoweringError, TTUnsupportedError
+from .errors import TTUnsupportedError
 from .intrinsics import INTRINSICS, UNARY_TIR_OPS
 from .program import Bind, Loop, Op
 from .transform.tensorize import is_scalar, strip_cast

@@ -8,7 +8,7 @@ shape that is easy to walk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tvm import tirx
 

@@ -1,7 +1,6 @@
 """T.annotate_tt_schedule / T.annotate_tt_sharding inside real kernels, through tilelang.compile."""
 
 import pytest
-import tilelang
 import tilelang.language as T
 
 from tilelang_tt.errors import TTAnnotationError, TTUnsupportedError

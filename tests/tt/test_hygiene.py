@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from examples import kernels as K
 from tilelang_tt import attrs
 from tilelang_tt.artifact import content_hash, safe_name, write_artifact
 

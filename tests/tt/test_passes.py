@@ -1,12 +1,11 @@
 """The IR after each TT pass, for the GEMM and the elementwise kernel: structure and attributes."""
 
-import pytest
 import tvm
 from tvm import tirx
 
 from examples import kernels as K
 from tilelang_tt import attrs
-from tilelang_tt.intrinsics import TTOps, tt_op_of
+from tilelang_tt.intrinsics import TTOps
 from tilelang_tt.pipeline import passes
 from tilelang_tt.target import make_options
 

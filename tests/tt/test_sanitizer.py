@@ -5,7 +5,6 @@ below, so the corpus is reviewable), runs it on the emulator and checks the erro
 kernel, the source line and the cause. Nothing may hang: every run is time-bounded.
 """
 
-import re
 import shutil
 
 import pytest

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..artifact import staged_directory
 from ..device import get_device
 from . import jit_files, sfpi_stub
 from .sdk import TTCheckError, cache_root, headers_dir
@@ -71,16 +72,13 @@ def _cxx_prefix() -> list[str]:
         if not src.is_dir():
             raise TTCheckError("the 32-bit libstdc++ configuration is missing", construct="real-header check",
                                fix="apt-get install g++-12-multilib")
-        tmp = Path(tempfile.mkdtemp(prefix=".rv32_cxxconfig.", dir=cache_root()))
-        shutil.copytree(src, tmp / "bits")
-        (tmp / "bits" / "os_defines.h").write_text("#ifndef _GLIBCXX_OS_DEFINES\n#define _GLIBCXX_OS_DEFINES 1\n#endif\n")
-        shutil.copy(tmp / "bits" / "gthr-single.h", tmp / "bits" / "gthr-default.h")
-        config = tmp / "bits" / "c++config.h"
-        config.write_text(config.read_text().replace("#define _GLIBCXX_HAS_GTHREADS 1", "/* no gthreads */"))
-        try:
-            os.rename(tmp, cfg)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with staged_directory(cfg) as tmp:
+            shutil.copytree(src, tmp / "bits")
+            (tmp / "bits" / "os_defines.h").write_text(
+                "#ifndef _GLIBCXX_OS_DEFINES\n#define _GLIBCXX_OS_DEFINES 1\n#endif\n")
+            shutil.copy(tmp / "bits" / "gthr-single.h", tmp / "bits" / "gthr-default.h")
+            config = tmp / "bits" / "c++config.h"
+            config.write_text(config.read_text().replace("#define _GLIBCXX_HAS_GTHREADS 1", "/* no gthreads */"))
     return [CXX, "-march=rv32im", "-mabi=ilp32", "-isystem", "/usr/include/c++/12", "-isystem", str(cfg),
             "-isystem", "/usr/lib/picolibc/riscv64-unknown-elf/include",
             "-Wno-attributes=gnu::rvtt_l1_ptr", "-Wno-attributes=gnu::rvtt_reg_ptr"]
@@ -89,12 +87,8 @@ def _cxx_prefix() -> list[str]:
 def sfpi_stub_dir() -> Path:
     out = cache_root() / "sfpi_stub-0.81.1-v2"
     if not (out / "sfpi.h").is_file():
-        tmp = Path(tempfile.mkdtemp(prefix=".sfpi_stub.", dir=cache_root()))
-        sfpi_stub.generate(headers_dir() / "tt_metal", tmp)
-        try:
-            os.rename(tmp, out)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with staged_directory(out) as tmp:
+            sfpi_stub.generate(headers_dir() / "tt_metal", tmp)
     return out
 
 

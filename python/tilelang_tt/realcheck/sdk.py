@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
+from ..artifact import staged_directory
 from ..errors import TTError
 
 TTNN_VERSION = "0.81.1"
@@ -70,24 +69,13 @@ def sdk_root() -> Path:
     if digest != WHEEL_SHA256:
         raise TTCheckError(f"{wheel} has SHA-256 {digest}, expected {WHEEL_SHA256}", construct="ttnn wheel",
                            fix="delete the file and download it again")
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".ttnn-{TTNN_VERSION}.", dir=root.parent))
-    try:
+    with staged_directory(root) as tmp:
         with zipfile.ZipFile(wheel) as zf:
             members = [m for m in zf.namelist()
                        if (m.startswith("ttnn/tt_metal/") and not m.startswith("ttnn/tt_metal/pre-compiled/"))
                        or m == LIB_MEMBER]
             zf.extractall(tmp, members)
         (tmp / ".complete").write_text(WHEEL_SHA256 + "\n")
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            if not stamp.is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)   # another process extracted it first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return root
 
 

@@ -22,7 +22,6 @@ Errors (TTLoweringError / TTScheduleError / TTUnsupportedError): no blockIdx gri
 
 from __future__ import annotations
 
-import tvm
 from tvm import tirx
 
 from .. import attrs

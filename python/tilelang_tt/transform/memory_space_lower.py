@@ -168,7 +168,7 @@ class _Lowerer:
         self.check_whole(src, what)
         self.check_whole(dst, what)
         if static_shape(src.buffer) != static_shape(dst.buffer):
-            raise TTUnsupportedError(f"copy between tile buffers of different shapes", construct=what, source=self.src)
+            raise TTUnsupportedError("copy between tile buffers of different shapes", construct=what, source=self.src)
         self.cb(src.buffer).consumer.add("compute")
         self.cb(dst.buffer).producer.add("compute")
         return call(TTOps.eltwise, self.cb_index_placeholder(dst.buffer), tirx.BufferLoad(src.buffer, [0, 0]), note=note)

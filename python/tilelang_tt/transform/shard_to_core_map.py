@@ -78,7 +78,6 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int = 146
             seen[buf.name] = entry["placement"]
             if entry["placement"] == "L1":
                 from ..formats import data_format
-                from .common import static_shape
 
                 n = 1
                 for d in buf.shape:

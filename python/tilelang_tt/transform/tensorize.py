@@ -16,7 +16,6 @@ Errors (TTUnsupportedError): ``transpose_A``; gemm shapes that do not agree; ``c
 
 from __future__ import annotations
 
-import tvm
 from tvm import tirx
 from tvm.ir import Op
 
@@ -190,7 +189,6 @@ class _Tensorizer:
         what = describe(loop)
         inner = loop.body
         store = inner.body
-        vi, vj = loop.loop_var, inner.loop_var
 
         def post(node):
             if isinstance(node, tirx.BufferLoad):
