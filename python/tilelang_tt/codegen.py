@@ -7,6 +7,7 @@ rendered from the plan alone.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -25,7 +26,7 @@ from .emit import ComputeEmitter, DataMovementEmitter, Lines, TensorUse
 from .errors import TTLoweringError
 from .formats import data_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
-from .program import build, walk_ops
+from .program import Loop, Op, build, walk_ops
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 
@@ -118,12 +119,12 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
         def rewrite(nodes):
             out = []
             for n in nodes:
-                if hasattr(n, "body") and isinstance(n.body, list):
-                    n = type(n)(n.var, n.extent, rewrite(n.body), n.persistent, n.num_stages)
-                elif getattr(n, "kind", None) == kind:
+                if isinstance(n, Loop):
+                    n = dataclasses.replace(n, body=rewrite(n.body))
+                elif isinstance(n, Op) and n.kind == kind:
                     args = list(n.args)
                     args[1] = pos[int(args[1])]
-                    n = type(n)(n.kind, args, n.text)
+                    n = dataclasses.replace(n, args=args)
                 out.append(n)
             return out
         return rewrite(tree)

@@ -61,7 +61,6 @@ DEVICES: dict[str, DeviceProfile] = {
 DEFAULT_ARCH = "wormhole_b0"
 
 TILE = 32          # tile edge, elements
-FACE = 16          # face edge, elements
 
 
 def get_device(arch: str) -> DeviceProfile:

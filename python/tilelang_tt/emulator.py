@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -253,9 +252,3 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
     report["wall_seconds"] = seconds
     report["backend"] = "tt-sim (CPU emulator)" if chosen == "sim" else f"device via {hardware.sdk_home()}"
     return RunResult(report, seconds, padded_outputs)
-
-
-def clear_caches() -> None:
-    """Remove compiled hosts and kernels (the next run recompiles)."""
-    for sub in ("sim-hosts", "sim-kernels"):
-        shutil.rmtree(cache_root() / sub, ignore_errors=True)

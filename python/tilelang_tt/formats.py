@@ -11,13 +11,12 @@ class DataFormat:
     value: int         # its numeric value (tensix_types.h)
     tile_bytes: int    # bytes of one 32x32 tile
     element_bytes: int
-    torch_dtype: str   # torch attribute name, used by the runtime
 
 
 FORMATS: dict[str, DataFormat] = {
-    "bfloat16": DataFormat("Float16_b", 5, 2048, 2, "bfloat16"),
-    "float16": DataFormat("Float16", 1, 2048, 2, "float16"),
-    "float32": DataFormat("Float32", 0, 4096, 4, "float32"),
+    "bfloat16": DataFormat("Float16_b", 5, 2048, 2),
+    "float16": DataFormat("Float16", 1, 2048, 2),
+    "float32": DataFormat("Float32", 0, 4096, 4),
 }
 
 

@@ -23,7 +23,6 @@ class Loop:
     extent: object          # PrimExpr
     body: list
     persistent: bool = False
-    num_stages: int | None = None
 
 
 @dataclass
@@ -57,8 +56,7 @@ def _build(stmt, out, source):
         body: list = []
         _build(stmt.body, body, source)
         persistent = any(str(k).endswith("persistent_loop") for k in stmt.annotations.keys())
-        stages = int(stmt.annotations["num_stages"]) if "num_stages" in stmt.annotations else None
-        out.append(Loop(stmt.loop_var, stmt.extent, body, persistent, stages))
+        out.append(Loop(stmt.loop_var, stmt.extent, body, persistent))
         return
     if isinstance(stmt, tirx.Bind):
         out.append(Bind(stmt.var, stmt.value))

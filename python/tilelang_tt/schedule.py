@@ -122,7 +122,6 @@ class Schedule:
     spec: ScheduleSpec
     grid_y: int
     grid_x: int
-    device_grid: tuple[int, int]               # (rows, cols) of usable cores
     cores: list[CoreWork]
     runtime_arg_names: tuple[str, ...]
     common_args: dict[str, int]                # args equal on every core (compile-time in kernels)
@@ -223,7 +222,7 @@ def build_schedule(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: in
             cores.append(wk)
         names = ("rect_y", "rect_x", "rect_w", "count")
 
-    sched = Schedule(spec, grid_y, grid_x, (device_rows, device_cols), cores, names, common)
+    sched = Schedule(spec, grid_y, grid_x, cores, names, common)
     check_coverage(sched, source)
     return sched
 

@@ -55,20 +55,16 @@ def descriptors(num_cbs: int, formats: dict[int, int], fp32_acc: bool, full_sync
          "#if !defined(UCK_CHLKC_PACK)\n"]
     _array(o, "constexpr uint8_t", "unpack_src_format", fmts)
     _array(o, "constexpr uint8_t", "unpack_dst_format", [unpack_dst(f) for f in fmts])
-    for name, typ, vals in (("tile_num_faces", "uint8_t", faces), ("partial_face", "uint8_t", partial),
-                            ("tile_face_r_dim", "uint8_t", face_r), ("narrow_tile", "uint8_t", narrow),
-                            ("tile_r_dim", "uint8_t", rows), ("tile_c_dim", "uint8_t", cols),
-                            ("tile_size", "uint16_t", sizes), ("num_faces_r_dim", "uint8_t", faces_r),
-                            ("num_faces_c_dim", "uint8_t", faces_c)):
+    geometry = (("tile_num_faces", "uint8_t", faces), ("partial_face", "uint8_t", partial),
+                ("tile_face_r_dim", "uint8_t", face_r), ("narrow_tile", "uint8_t", narrow),
+                ("tile_r_dim", "uint8_t", rows), ("tile_c_dim", "uint8_t", cols), ("tile_size", "uint16_t", sizes),
+                ("num_faces_r_dim", "uint8_t", faces_r), ("num_faces_c_dim", "uint8_t", faces_c))
+    for name, typ, vals in geometry:
         _array(o, f"constexpr {typ}", f"unpack_{name}", vals)
     o.append("#endif\n\n#if !defined(UCK_CHLKC_MATH) && !defined(UCK_CHLKC_UNPACK)\n")
     _array(o, "constexpr unsigned char", "pack_src_format", [pack_src(f) for f in fmts])
     _array(o, "constexpr unsigned char", "pack_dst_format", fmts)
-    for name, typ, vals in (("tile_num_faces", "uint8_t", faces), ("partial_face", "uint8_t", partial),
-                            ("tile_face_r_dim", "uint8_t", face_r), ("narrow_tile", "uint8_t", narrow),
-                            ("tile_r_dim", "uint8_t", rows), ("tile_c_dim", "uint8_t", cols),
-                            ("tile_size", "uint16_t", sizes), ("num_faces_r_dim", "uint8_t", faces_r),
-                            ("num_faces_c_dim", "uint8_t", faces_c)):
+    for name, typ, vals in geometry:
         _array(o, f"constexpr {typ}", f"pack_{name}", vals)
     o.append("#if defined(UCK_CHLKC_PACK)\n")
     _array(o, "constexpr uint8_t", "unpack_src_format", fmts)
