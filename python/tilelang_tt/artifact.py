@@ -28,9 +28,9 @@ mutable namespace new noexcept not nullptr operator or private protected public 
 short signed sizeof static static_assert static_cast struct switch template this throw true try typedef typeid
 typename union unsigned using virtual void volatile while xor main kernel_main std tt uint8_t uint16_t uint32_t
 uint64_t int32_t size_t count start_id first_id rect_y rect_x rect_w n r c i h w sb sm sn mt nt kt cb grid tensor
-by bx bz block_id band band_h in_band group group_w in_group zeros mesh cq program cores reader writer compute
+block_id band band_h in_band group group_w in_group zeros mesh cq program cores reader writer compute
 workload work core data_dir artifact_dir argc argv kCoreWork CoreWork read_tensor write_tensor TileGrid
-read_tile_block write_tile_block zero_tile_tail
+read_tiles write_tiles zero_tile_tail read_tile_block write_tile_block
 """.split())
 
 

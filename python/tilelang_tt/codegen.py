@@ -7,7 +7,6 @@ rendered from the plan alone.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import re
@@ -20,15 +19,17 @@ from tvm import IRModule, tirx
 from tvm.target import Target
 
 from . import attrs, plan as plan_mod
-from .artifact import comment_text, safe_name, unique_names, write_artifact
+from .artifact import comment_text, safe_name, write_artifact
 from .device import get_device
-from .emit import ComputeEmitter, DataMovementEmitter, Lines, TensorUse
 from .errors import TTLoweringError
 from .formats import data_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
-from .program import Loop, Op, build, walk_ops
+from .names import NameSupply
+from .printer import call_text, headers, print_body
 from .target import TTOptions, options_from_target
-from .transform.common import source_of
+from .transform.common import shape_vars, source_of
+from .transform.prune_program import kernel_reads
+from .ttir import CB, CBInfo, calls, dump
 
 logger = logging.getLogger(__name__)
 
@@ -56,195 +57,199 @@ class Artifact:
 
 
 def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
+    """The whole codegen of one kernel: the explicit TT program, then the plan and the printed files."""
     if attrs.LOWERED in func.attrs:
         func = func.attrs[attrs.LOWERED]
     src = source_of(func)
     if attrs.CB not in func.attrs:
         raise TTLoweringError("the function was not lowered by the TT pipeline", construct="codegen", source=src)
-    name = safe_name(str(func.attrs["global_symbol"]))
-    dev = get_device(options.arch)
-    cbs = {str(k): {kk: (list(vv) if not isinstance(vv, (int, str, float, bool)) else vv) for kk, vv in v.items()}
-           for k, v in func.attrs[attrs.CB].items()}
-    for e in cbs.values():
-        e["producer"] = [str(x) for x in e["producer"]]
-        e["consumer"] = [str(x) for x in e["consumer"]]
-        for key in ("shape_tiles", "subblock"):
-            if key in e:
-                e[key] = [int(x) for x in e[key]]
-        e["index"] = int(e["index"])
-        e["block_tiles"] = int(e["block_tiles"])
-    cb_unique = unique_names(sorted(cbs, key=lambda n: cbs[n]["index"]))
-    cb_names = {e["index"]: f"cb_{cb_unique[n]}" for n, e in cbs.items()}
-    schedule = func.attrs[attrs.SCHEDULE]
-    rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
-    shape_args = [str(n) for n in func.attrs[attrs.SHAPE_ARGS]] if attrs.SHAPE_ARGS in func.attrs else []
-    grid = [_dim(g) for g in func.attrs[attrs.GRID]]
-    grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in grid)
-    opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
-    fp32_acc = bool(opts.get("fp32_dest_acc", False))
-    shards = func.attrs[attrs.SHARDS]
-    padding = func.attrs[attrs.PADDING]
+    ctx = _Context(func, options)
+    from .pipeline import build_program
 
-    tree = build(func.body, src)
-    src = comment_text(src)
+    program = build_program(func, ctx, options)
+    plan = _plan(ctx, program)
+    return Artifact(ctx.name, _render(ctx, program, plan), plan)
 
-    # Tensors, by parameter index.
-    tensors = []
-    for i, p in enumerate(func.params):
-        if p not in func.buffer_map:
-            continue
-        buf = func.buffer_map[p]
-        shape = tuple(_dim(d) for d in buf.shape)   # ints, or C++ expressions of the symbolic dimensions
-        tensors.append((i, buf, shape))
-    by_param = {i: (buf, shape) for i, buf, shape in tensors}
-    tensor_names = unique_names([buf.name for _, buf, _ in tensors])
-    reads = sorted({int(op.args[1]) for op in walk_ops(tree) if op.kind == "read_block"})
-    writes = sorted({int(op.args[1]) for op in walk_ops(tree) if op.kind == "write_block"})
 
-    def tensor_uses(indices):
-        uses = []
-        for i in indices:
-            buf, shape = by_param[i]
-            rows, cols = shape[-2], shape[-1]
-            uses.append(TensorUse(tensor_names[buf.name], _tiles(rows), _tiles(cols), _last(rows), _last(cols)))
-        return uses
+class _Context:
+    """What codegen reads from the lowered function: CBs, tensors and their C++ names (one NameSupply)."""
 
-    # Map param index -> position in each kernel's accessor list.
-    def remap(indices):
-        return {p: k for k, p in enumerate(indices)}
+    def __init__(self, func: tirx.PrimFunc, options: TTOptions):
+        self.func, self.options = func, options
+        self.src = source_of(func)
+        self.name = safe_name(str(func.attrs["global_symbol"]))
+        self.dev = get_device(options.arch)
+        opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+        self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
+        self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
+        self.names = NameSupply()
+        self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
+        self.tensor_names = {}
+        for i, buf in self.tensors:
+            t = self.names.fresh(buf.name)
+            self.names.used |= {f"{t}_grid", f"{t}_args", f"{t}_addr"}
+            self.tensor_names[i] = t
+        self.cb_vars = {n: self.names.fresh(f"cb_{n}") for n in sorted(self.cbs, key=lambda n: self.cbs[n]["index"])}
+        self.shape_vars = [self.names.var(v) for v in shape_vars(func)]
+        self.rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
+        self.grid = [_dim(g) for g in func.attrs[attrs.GRID]]
+        self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
 
-    read_pos, write_pos = remap(reads), remap(writes)
+    def program_cbs(self) -> dict:
+        return {n: CBInfo(n, e["index"], e["format"], e["block_tiles"], e["num_pages"], tuple(e["shape_tiles"]),
+                          tuple(e["producer"]), tuple(e["consumer"]), e["role"])
+                for n, e in self.cbs.items() if e.get("residency") != "dst"}
 
-    def dm_tree(kind, pos):
-        def rewrite(nodes):
-            out = []
-            for n in nodes:
-                if isinstance(n, Loop):
-                    n = dataclasses.replace(n, body=rewrite(n.body))
-                elif isinstance(n, Op) and n.kind == kind:
-                    args = list(n.args)
-                    args[1] = pos[int(args[1])]
-                    n = dataclasses.replace(n, args=args)
-                out.append(n)
-            return out
-        return rewrite(tree)
+    def shape(self, buf):
+        """Dimensions as ints, or C++ expressions of the (renamed) symbolic dimensions."""
+        renames = self.names.renames()
+        return tuple(_dim(tirx.stmt_functor.substitute(d, renames) if not isinstance(d, int) else d)
+                     for d in buf.shape)
 
-    mixed = len({e["format"] for e in cbs.values() if "compute" in e["producer"] + e["consumer"]}) > 1
-    roles = {}
-    for role, kind, idx, pos in (("reader", "read_block", reads, read_pos), ("writer", "write_block", writes, write_pos)):
-        uses = tensor_uses(idx)
-        em = DataMovementEmitter(role, cbs, uses, cb_names)
-        lines = Lines(1)
-        rtree = dm_tree(kind, pos)
-        em.emit_seq(lines, rtree)
-        roles[role] = (lines.text(), uses, sorted({int(op.args[0]) for op in walk_ops(tree) if op.kind == kind}))
-    cem = ComputeEmitter(cbs, cb_names, dev.dst_capacity(fp32_acc), mixed, src)
-    clines = Lines(1)
-    cem.prepare(tree)
-    cem.emit_seq(clines, tree)
-    compute_cbs = sorted({e["index"] for n, e in cbs.items()
-                          if "compute" in e["producer"] + e["consumer"] and e.get("residency") != "dst"})
 
-    def cb_decls(indices):
-        out = []
-        for n, e in sorted(cbs.items(), key=lambda kv: kv[1]["index"]):
-            if e["index"] in indices:
-                rows, cols = e["shape_tiles"]
-                out.append({"var": cb_names[e["index"]], "index": e["index"],
-                            "comment": comment_text(f"{n}: {rows}x{cols} tiles {e['dtype']}, {e['role']}, "
-                                                    f"depth {e['depth_blocks']} block(s)")})
-        return out
+def _cb_entry(v) -> dict:
+    e = {str(k): (list(vv) if not isinstance(vv, (int, str, float, bool)) else vv) for k, vv in v.items()}
+    e["producer"] = sorted(str(x) for x in e["producer"])
+    e["consumer"] = sorted(str(x) for x in e["consumer"])
+    for key in ("shape_tiles", "subblock"):
+        if key in e:
+            e[key] = [int(x) for x in e[key]]
+    for key in ("index", "block_tiles", "num_pages", "bytes", "page_size", "depth_blocks"):
+        e[key] = int(e[key])
+    return e
 
-    fidelity = options.math_fidelity
+
+def _kernel_tensors(ctx: _Context, program, role: str) -> list[int]:
+    op = "read_tiles" if role == "reader" else "write_tiles"
+    used = {c.args[1].name for c in calls(program.kernels[role].body) if c.op == op}
+    return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
+
+
+def _kernel_specs(ctx: _Context, program) -> dict:
+    shape_names = [v.name for v in ctx.shape_vars]
     kernels = {}
     for role in ("reader", "writer"):
-        text, uses, cbidx = roles[role]
-        layout = [{"name": f"{u.name}_addr", "kind": "buffer_address", "buffer": u.name} for u in uses]
-        layout += [{"name": n, "kind": "schedule"} for n in rt_names]
-        layout += [{"name": n, "kind": "shape"} for n in shape_args]
-        kernels[role] = {"file": KERNEL_FILES[role],
-                         "processor": "RISCV_1" if role == "reader" else "RISCV_0",
+        names = [ctx.tensor_names[i] for i in _kernel_tensors(ctx, program, role)]
+        layout = [{"name": f"{t}_addr", "kind": "buffer_address", "buffer": t} for t in names]
+        layout += [{"name": n, "kind": "schedule"} for n in ctx.rt_names]
+        layout += [{"name": n, "kind": "shape"} for n in shape_names]
+        kernels[role] = {"file": KERNEL_FILES[role], "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
-                         "compile_args": [{"tensor_accessor": u.name} for u in uses],
-                         "runtime_args": {"layout": layout}}
-    kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": fidelity, "fp32_dest_acc_en": fp32_acc,
-                          "compile_args": [],
-                          "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in rt_names] +
-                                                      [{"name": n, "kind": "shape"} for n in shape_args]}}
+                         "compile_args": [{"tensor_accessor": t} for t in names], "runtime_args": {"layout": layout}}
+    kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": ctx.options.math_fidelity,
+                          "fp32_dest_acc_en": ctx.fp32_acc, "compile_args": [],
+                          "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in ctx.rt_names] +
+                                                      [{"name": n, "kind": "shape"} for n in shape_names]}}
+    return kernels
 
-    buffers = []
-    for i, buf, shape in tensors:
-        fmt = data_format(buf.dtype, f"tensor {buf.name}", src)
-        tr, tc = _tiles(shape[-2]), _tiles(shape[-1])
-        num_pages = _mul(tr, tc)
+
+def _buffers(ctx: _Context, program) -> list:
+    shards, padding = ctx.func.attrs[attrs.SHARDS], ctx.func.attrs[attrs.PADDING]
+    reads, writes = _kernel_tensors(ctx, program, "reader"), _kernel_tensors(ctx, program, "writer")
+    out = []
+    for i, buf in ctx.tensors:
+        shape = ctx.shape(buf)
+        fmt = data_format(buf.dtype, f"tensor {buf.name}", ctx.src)
+        num_pages = _mul(_tiles(shape[-2]), _tiles(shape[-1]))
         io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
         shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in shards[buf.name].items()}
-        buffers.append({"name": tensor_names[buf.name], "param_index": i, "shape": list(shape),
-                        "padded_shape": [_dim(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
-                        "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
-                        "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
-                        "io": io, "shard": shard})
-    plan_cbs = []
-    for n, e in sorted(cbs.items(), key=lambda kv: kv[1]["index"]):
+        out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(shape),
+                    "padded_shape": [_dim(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
+                    "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
+                    "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
+                    "io": io, "shard": shard})
+    return out
+
+
+def _plan_cbs(ctx: _Context) -> list:
+    out = []
+    for n, e in sorted(ctx.cbs.items(), key=lambda kv: kv[1]["index"]):
         if e.get("residency") == "dst":
             continue  # lives in DST: no L1
-        entry = {"name": n, "index": e["index"], "format": e["format"], "page_size": int(e["page_size"]),
-                 "block_tiles": e["block_tiles"], "depth": int(e["depth_blocks"]), "num_pages": int(e["num_pages"]),
-                 "bytes": int(e["bytes"]), "role": e["role"], "producer": e["producer"], "consumer": e["consumer"]}
+        entry = {"name": n, "index": e["index"], "format": e["format"], "page_size": e["page_size"],
+                 "block_tiles": e["block_tiles"], "depth": e["depth_blocks"], "num_pages": e["num_pages"],
+                 "bytes": e["bytes"], "role": e["role"], "producer": e["producer"], "consumer": e["consumer"]}
         if "residency" in e:
             entry["residency"] = e["residency"]
             entry["subblock"] = e["subblock"]
-        plan_cbs.append(entry)
+        out.append(entry)
+    return out
 
-    sched = {str(k): v for k, v in schedule.items() if str(k) != "mapping"}
-    sched = _plain(sched)
-    mapping = _plain(schedule["mapping"])
+
+def _plan(ctx: _Context, program) -> dict:
+    schedule = ctx.func.attrs[attrs.SCHEDULE]
+    sched = _plain({str(k): v for k, v in schedule.items() if str(k) != "mapping"})
+    dev = ctx.dev
     plan = {
-        "schema_version": plan_mod.SCHEMA_VERSION, "kernel": name, "source": src,
+        "schema_version": plan_mod.SCHEMA_VERSION, "kernel": ctx.name, "source": comment_text(ctx.src),
         "device": {"arch": dev.arch, "board": dev.board, "grid": [dev.grid_y, dev.grid_x], "l1_bytes": dev.l1_bytes,
-                   "dram_banks": dev.dram_banks, "num_cbs": dev.num_cbs, "dst_tiles": dev.dst_capacity(fp32_acc),
-                   "max_cores": options.max_cores},
-        "grid": grid, "policy": sched["policy"], "order": sched["order"], "schedule": sched,
-        "core_ranges": _plain(func.attrs[attrs.CORE_RANGES]), "runtime_args": rt_names, "shape_args": shape_args,
-        "mapping": mapping,
-        "buffers": buffers, "cbs": plan_cbs, "kernels": kernels, "math_fidelity": fidelity,
+                   "dram_banks": dev.dram_banks, "num_cbs": dev.num_cbs, "dst_tiles": program.dst_capacity,
+                   "max_cores": ctx.options.max_cores},
+        "grid": ctx.grid, "policy": sched["policy"], "order": sched["order"], "schedule": sched,
+        "core_ranges": _plain(ctx.func.attrs[attrs.CORE_RANGES]), "runtime_args": ctx.rt_names,
+        "shape_args": [v.name for v in ctx.shape_vars], "mapping": _plain(schedule["mapping"]),
+        "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
+        "math_fidelity": ctx.options.math_fidelity,
     }
     plan_mod.validate(plan)
+    return plan
 
-    def render_dm(role):
-        text, uses, cbidx = roles[role]
-        tmap = {tensor_names[by_param[i][0].name]: (by_param[i][1], str(by_param[i][0].dtype))
-                for i in (reads if role == "reader" else writes)}
-        tens = [{"name": u.name, "tiles_h": u.tiles_h, "tiles_w": u.tiles_w, "last_rows": u.last_rows,
-                 "last_cols": u.last_cols, "shape": "x".join(map(str, tmap[u.name][0])), "dtype": tmap[u.name][1],
-                 "static": all(isinstance(v, int) for v in (u.tiles_h, u.tiles_w, u.last_rows, u.last_cols))}
-                for u in uses]
-        layout = [a for a in kernels[role]["runtime_args"]["layout"]]
-        used_layout = [dict(a, used=(a["kind"] == "buffer_address" or _mentions(text + tensor_decls(tens), a["name"])))
-                       for a in layout]
-        return _ENV.get_template("dataflow.cpp.j2").render(
-            role=role, name=name, source=src, grid=grid, grid_text=grid_text, kernel=_with_layout(kernels[role], used_layout), tensors=tens,
-            cbs=cb_decls(cbidx), body=text, dataflow_header=DATAFLOW_HEADER)
 
-    ctext = clines.text()
-    c_layout = [dict(a, used=_mentions(ctext, a["name"])) for a in kernels["compute"]["runtime_args"]["layout"]]
-    headers = sorted(set(COMPUTE_BASE_HEADERS) | cem.headers)
-    compute_src = _ENV.get_template("compute.cpp.j2").render(
-        name=name, source=src, grid=grid, grid_text=grid_text, kernel=_with_layout(kernels["compute"], c_layout),
-        headers=headers,
-        cbs=cb_decls(compute_cbs), body=ctext, startup=cem.startup or "compute_kernel_hw_startup(0, 0)",
-        dst_capacity=dev.dst_capacity(fp32_acc))
-    exe = f"{name}_host"
-    files = {
-        "kernels/reader.cpp": render_dm("reader"),
-        "kernels/compute.cpp": compute_src,
-        "kernels/writer.cpp": render_dm("writer"),
+def _cb_decls(ctx: _Context, body) -> list:
+    used = {a.name for c in calls(body) for a in c.args if isinstance(a, CB)}
+    return [{"var": ctx.cb_vars[n], "index": e["index"],
+             "comment": comment_text(f"{n}: {e['shape_tiles'][0]}x{e['shape_tiles'][1]} tiles {e['dtype']}, "
+                                     f"{e['role']}, depth {e['depth_blocks']} block(s)")}
+            for n, e in sorted(ctx.cbs.items(), key=lambda kv: kv[1]["index"]) if n in used]
+
+
+def _layout_used(kernel: dict, names: set) -> dict:
+    layout = [dict(a, used=a["kind"] == "buffer_address" or a["name"] in names)
+              for a in kernel["runtime_args"]["layout"]]
+    return _with_layout(kernel, layout)
+
+
+def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
+    body = program.kernels[role].body
+    tensors, needed = [], kernel_reads(body)
+    for i in _kernel_tensors(ctx, program, role):
+        buf = ctx.func.buffer_map[ctx.func.params[i]]
+        shape = ctx.shape(buf)
+        rows, cols = shape[-2], shape[-1]
+        dims = (_tiles(rows), _tiles(cols), _last(rows), _last(cols))
+        needed |= {v.name for v in ctx.shape_vars if any(_mentions(str(d), v.name) for d in dims)}
+        tensors.append({"name": ctx.tensor_names[i], "tiles_h": dims[0], "tiles_w": dims[1], "last_rows": dims[2],
+                        "last_cols": dims[3], "shape": "x".join(map(str, shape)), "dtype": str(buf.dtype),
+                        "static": all(isinstance(v, int) for v in dims)})
+    return _ENV.get_template("dataflow.cpp.j2").render(
+        role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
+        kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
+        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER)
+
+
+def _render_compute(ctx: _Context, program, plan) -> str:
+    k = program.kernels["compute"]
+    startup = call_text(k.startup, ctx.cb_vars).rstrip(";")
+    return _ENV.get_template("compute.cpp.j2").render(
+        name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
+        kernel=_layout_used(plan["kernels"]["compute"], kernel_reads(k.body)),
+        headers=sorted(set(COMPUTE_BASE_HEADERS) | headers(k.body) | headers([k.startup])),
+        cbs=_cb_decls(ctx, k.body + [k.startup]), body=print_body(k.body, ctx.cb_vars), startup=startup,
+        dst_capacity=program.dst_capacity)
+
+
+def _render(ctx: _Context, program, plan) -> dict[str, str]:
+    exe = f"{ctx.name}_host"
+    return {
+        "kernels/reader.cpp": _render_dataflow(ctx, program, plan, "reader"),
+        "kernels/compute.cpp": _render_compute(ctx, program, plan),
+        "kernels/writer.cpp": _render_dataflow(ctx, program, plan, "writer"),
         "tt.plan.json": plan_mod.dumps(plan),
+        "tt.program.txt": dump(program),
         "host.cpp": _ENV.get_template("host.cpp.j2").render(plan=plan, exe=exe),
-        "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=name, exe=exe),
+        "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=ctx.name, exe=exe),
     }
-    return Artifact(name, files, plan)
 
 
 def _dim(d):
@@ -275,10 +280,6 @@ def _mul(a, b):
 
 def _mentions(text: str, name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", text) is not None
-
-
-def tensor_decls(tensors) -> str:
-    return " ".join(f"{t['tiles_h']} {t['tiles_w']} {t['last_rows']} {t['last_cols']}" for t in tensors)
 
 
 def _with_layout(kernel: dict, layout: list) -> dict:

@@ -52,3 +52,15 @@ class TTPlanError(TTError):
 
 class TTVersionError(TTError, ImportError):
     """The installed TileLang is not a version this plugin was built against."""
+
+
+class TTVerifyError(TTError):
+    """A compiler bug: the generated TT program breaks a rule of the verifier (``transform/verify_program.py``)."""
+
+    def __init__(self, rule: str, message: str, *, kernel: str, op: str, source: str | None = None,
+                 note: str | None = None):
+        self.rule = rule
+        self.kernel = kernel
+        super().__init__(f"[{rule}] {message}" + (f" (TileLang: {note})" if note else ""),
+                         construct=f"internal error in the {kernel} kernel at {op}", source=source,
+                         fix="this is a tilelang-tt bug; please report it with the kernel")

@@ -5,9 +5,9 @@ Two layers live here and nowhere else:
 * ``TTOps``: TIR ``Op``s (each call's last argument is the TileLang statement it lowers, for comments) (registered from Python under ``tilelang_tt.*``) that the passes leave in the IR:
   ``read_block`` / ``write_block`` (reader / writer transfers between a tensor and a CB), and the compute
   ops ``fill``, ``matmul`` and ``eltwise``.
-* ``INTRINSICS``: for every TT-Metalium compute call the generator can emit, its init call, its tile call
-  and its header, in the exact 0.81 API. The emitter formats these strings; header checks and the emulator
-  read the same table.
+* ``CALLS``: every TT-Metalium call the printers emit (CB protocol, NoC helpers, DST ownership, inits,
+  reconfigs, tile ops, pack) with its C++ form in the exact 0.81 API, its header and what the verifier needs
+  to know about it (which init a tile op needs, which arguments are CB page counts).
 """
 
 from __future__ import annotations
@@ -71,77 +71,115 @@ def tt_op_of(stmt) -> tuple[Op, tirx.Call] | None:
 
 
 @dataclass(frozen=True)
-class Intrinsic:
-    """One TT-Metalium compute call. Placeholders: {a} {b} CB ids, {ia} {ib} tile indices, {dst} {dst2}
-    DST slots, {param} a scalar's fp32 bit pattern, {transpose} 0/1, {value} a float literal."""
+class CallSpec:
+    """One TT-Metalium call the printers emit. ``cpp`` formats the call's arguments ({0}, {1}, ...).
 
-    init: str
-    call: str
-    header: str
-    kind: str          # "fpu_binary" | "sfpu_unary" | "sfpu_binary" | "sfpu_scalar" | "copy" | "matmul" | "fill"
+    ``kind``: cb (CB protocol), dst (tile_regs_*), noc (data movement), startup, reconfig, init (sets the
+    unpack/math state of ``unit``), op (a tile op needing the init named ``init``, whose arguments at
+    ``init_args`` must equal the init's leading arguments), pack. ``unit``: "fpu" (unpacker + FPU math) or
+    "sfpu". ``pages``: (cb argument, page-count argument) of a CB protocol call."""
+
+    cpp: str
+    kind: str
+    header: str | None = None
+    unit: str | None = None
+    init: str | None = None
+    init_args: tuple = ()
+    pages: tuple | None = None
 
 
-INTRINSICS: dict[str, Intrinsic] = {
+_BIN = "api/compute/eltwise_binary.h"
+_SFPU_BIN = "api/compute/eltwise_binary_sfpu.h"
+_SCALAR = "api/compute/eltwise_unary/binop_with_scalar.h"
+
+
+def _sfpu(header: str, init: str, op: str) -> dict[str, CallSpec]:
+    return {init: CallSpec(f"{init}()", "init", header, "sfpu"),
+            op: CallSpec(f"{op}({{0}})", "op", header, "sfpu", init)}
+
+
+CALLS: dict[str, CallSpec] = {
+    # CB protocol (both kinds of kernel).
+    "cb_reserve_back": CallSpec("cb_reserve_back({0}, {1})", "cb", pages=(0, 1)),
+    "cb_push_back": CallSpec("cb_push_back({0}, {1})", "cb", pages=(0, 1)),
+    "cb_wait_front": CallSpec("cb_wait_front({0}, {1})", "cb", pages=(0, 1)),
+    "cb_pop_front": CallSpec("cb_pop_front({0}, {1})", "cb", pages=(0, 1)),
+    # Data movement: the helpers in templates/dataflow.cpp.j2 issue one NoC transfer per tile of a block.
+    "read_tiles": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
+    "noc_async_read_barrier": CallSpec("noc_async_read_barrier()", "noc"),
+    "write_tiles": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
+    "noc_async_write_barrier": CallSpec("noc_async_write_barrier()", "noc"),
+    # DST ownership between math and pack.
+    "tile_regs_acquire": CallSpec("tile_regs_acquire()", "dst"),
+    "tile_regs_commit": CallSpec("tile_regs_commit()", "dst"),
+    "tile_regs_wait": CallSpec("tile_regs_wait()", "dst"),
+    "tile_regs_release": CallSpec("tile_regs_release()", "dst"),
+    # Start-up and data-format reconfiguration.
+    "hw_startup": CallSpec("compute_kernel_hw_startup({0}, {1}, {2})", "startup",
+                           "api/compute/compute_kernel_hw_startup.h"),
+    "hw_startup_matmul": CallSpec("compute_kernel_hw_startup<SrcOrder::Reverse>({0}, {1}, {2})", "startup",
+                                  "api/compute/compute_kernel_hw_startup.h"),
+    "reconfig_data_format": CallSpec("reconfig_data_format({0}, {1})", "reconfig", "api/compute/reconfig_data_format.h"),
+    "reconfig_data_format_srca": CallSpec("reconfig_data_format_srca({0})", "reconfig",
+                                          "api/compute/reconfig_data_format.h"),
+    "pack_reconfig_data_format": CallSpec("pack_reconfig_data_format({0})", "reconfig",
+                                          "api/compute/reconfig_data_format.h"),
+    "pack_tile": CallSpec("pack_tile({0}, {1})", "pack", "api/compute/pack.h"),
+    # Unpack a CB tile into DST, plain or transposed.
+    "copy_init": CallSpec("copy_init({0})", "init", "api/compute/tile_move_copy.h", "fpu"),
+    "copy_tile": CallSpec("copy_tile({0}, {1}, {2})", "op", "api/compute/tile_move_copy.h", "fpu", "copy_init", (0,)),
+    "transpose_init": CallSpec("transpose_init({0})", "init", "api/compute/transpose.h", "fpu"),
+    "transpose_tile": CallSpec("transpose_tile({0}, {1}, {2})", "op", "api/compute/transpose.h", "fpu",
+                               "transpose_init", (0,)),
+    # Matmul: DST[dst] += A[ia] @ B[ib]; the init's flag transposes B (in1) tiles.
+    "matmul_init": CallSpec("matmul_init({0}, {1}, {2})", "init", "api/compute/matmul.h", "fpu"),
+    "matmul_tiles": CallSpec("matmul_tiles({0}, {1}, {2}, {3}, {4})", "op", "api/compute/matmul.h", "fpu",
+                             "matmul_init", (0, 1)),
     # FPU binary ops between two CB tiles (result overwrites DST[dst]).
-    "add_tiles": Intrinsic("add_init({a}, {b})", "add_tiles({a}, {b}, {ia}, {ib}, {dst})",
-                           "api/compute/eltwise_binary.h", "fpu_binary"),
-    "sub_tiles": Intrinsic("sub_init({a}, {b})", "sub_tiles({a}, {b}, {ia}, {ib}, {dst})",
-                           "api/compute/eltwise_binary.h", "fpu_binary"),
-    "mul_tiles": Intrinsic("mul_init({a}, {b})", "mul_tiles({a}, {b}, {ia}, {ib}, {dst})",
-                           "api/compute/eltwise_binary.h", "fpu_binary"),
-    # Matmul: DST[dst] += A[ia] @ B[ib]; transpose applies to B (in1) tiles.
-    "matmul_tiles": Intrinsic("matmul_init({a}, {b}, {transpose})", "matmul_tiles({a}, {b}, {ia}, {ib}, {dst})",
-                              "api/compute/matmul.h", "matmul"),
-    # Unpack a CB tile into DST.
-    "copy_tile": Intrinsic("copy_init({a})", "copy_tile({a}, {ia}, {dst})", "api/compute/tile_move_copy.h", "copy"),
-    # SFPU binary ops between DST slots: DST[dst] = DST[dst] op DST[dst2].
-    "add_binary_tile": Intrinsic("add_binary_tile_init()", "add_binary_tile({dst}, {dst2}, {dst})",
-                                 "api/compute/eltwise_binary_sfpu.h", "sfpu_binary"),
-    "sub_binary_tile": Intrinsic("sub_binary_tile_init()", "sub_binary_tile({dst}, {dst2}, {dst})",
-                                 "api/compute/eltwise_binary_sfpu.h", "sfpu_binary"),
-    "mul_binary_tile": Intrinsic("mul_binary_tile_init()", "mul_binary_tile({dst}, {dst2}, {dst})",
-                                 "api/compute/eltwise_binary_sfpu.h", "sfpu_binary"),
-    "div_binary_tile": Intrinsic("div_binary_tile_init()", "div_binary_tile({dst}, {dst2}, {dst})",
-                                 "api/compute/eltwise_binary_sfpu.h", "sfpu_binary"),
-    # SFPU ops with a scalar (fp32 bit pattern).
-    "add_unary_tile": Intrinsic("binop_with_scalar_tile_init()", "add_unary_tile({dst}, {param})",
-                                "api/compute/eltwise_unary/binop_with_scalar.h", "sfpu_scalar"),
-    "sub_unary_tile": Intrinsic("binop_with_scalar_tile_init()", "sub_unary_tile({dst}, {param})",
-                                "api/compute/eltwise_unary/binop_with_scalar.h", "sfpu_scalar"),
-    "rsub_unary_tile": Intrinsic("binop_with_scalar_tile_init()", "rsub_unary_tile({dst}, {param})",
-                                 "api/compute/eltwise_unary/binop_with_scalar.h", "sfpu_scalar"),
-    "mul_unary_tile": Intrinsic("binop_with_scalar_tile_init()", "mul_unary_tile({dst}, {param})",
-                                "api/compute/eltwise_unary/binop_with_scalar.h", "sfpu_scalar"),
-    "div_unary_tile": Intrinsic("binop_with_scalar_tile_init()", "div_unary_tile({dst}, {param})",
-                                "api/compute/eltwise_unary/binop_with_scalar.h", "sfpu_scalar"),
-    # SFPU unary math, in place on DST[dst].
-    "exp": Intrinsic("exp_tile_init()", "exp_tile({dst})", "api/compute/eltwise_unary/exp.h", "sfpu_unary"),
-    "log": Intrinsic("log_tile_init()", "log_tile({dst})", "api/compute/compute_kernel_api.h", "sfpu_unary"),
-    "sqrt": Intrinsic("sqrt_tile_init()", "sqrt_tile({dst})", "api/compute/eltwise_unary/sqrt.h", "sfpu_unary"),
-    "rsqrt": Intrinsic("rsqrt_tile_init()", "rsqrt_tile({dst})", "api/compute/eltwise_unary/rsqrt.h", "sfpu_unary"),
-    "recip": Intrinsic("recip_tile_init()", "recip_tile({dst})", "api/compute/eltwise_unary/recip.h", "sfpu_unary"),
-    "relu": Intrinsic("relu_tile_init()", "relu_tile({dst})", "api/compute/eltwise_unary/relu.h", "sfpu_unary"),
-    "tanh": Intrinsic("tanh_tile_init()", "tanh_tile({dst})", "api/compute/compute_kernel_api.h", "sfpu_unary"),
-    "sigmoid": Intrinsic("sigmoid_tile_init()", "sigmoid_tile({dst})", "api/compute/compute_kernel_api.h",
-                         "sfpu_unary"),
-    "erf": Intrinsic("erf_tile_init()", "erf_tile({dst})", "api/compute/eltwise_unary/erf_erfc.h", "sfpu_unary"),
-    # Whole-tile transpose of a CB tile into DST (used for T.gemm(transpose_A=True)).
-    "transpose_tile": Intrinsic("transpose_init({a})", "transpose_tile({a}, {ia}, {dst})", "api/compute/transpose.h",
-                                "copy"),
-    # Fill DST[dst] with a constant.
-    "fill_tile": Intrinsic("fill_tile_init()", "fill_tile({dst}, {value})", "api/compute/eltwise_unary/fill.h",
-                           "fill"),
+    "add_init": CallSpec("add_init({0}, {1})", "init", _BIN, "fpu"),
+    "add_tiles": CallSpec("add_tiles({0}, {1}, {2}, {3}, {4})", "op", _BIN, "fpu", "add_init", (0, 1)),
+    "sub_init": CallSpec("sub_init({0}, {1})", "init", _BIN, "fpu"),
+    "sub_tiles": CallSpec("sub_tiles({0}, {1}, {2}, {3}, {4})", "op", _BIN, "fpu", "sub_init", (0, 1)),
+    "mul_init": CallSpec("mul_init({0}, {1})", "init", _BIN, "fpu"),
+    "mul_tiles": CallSpec("mul_tiles({0}, {1}, {2}, {3}, {4})", "op", _BIN, "fpu", "mul_init", (0, 1)),
+    # SFPU binary ops between DST slots: DST[{0}] = DST[{0}] op DST[{1}].
+    "add_binary_tile_init": CallSpec("add_binary_tile_init()", "init", _SFPU_BIN, "sfpu"),
+    "add_binary_tile": CallSpec("add_binary_tile({0}, {1}, {0})", "op", _SFPU_BIN, "sfpu", "add_binary_tile_init"),
+    "sub_binary_tile_init": CallSpec("sub_binary_tile_init()", "init", _SFPU_BIN, "sfpu"),
+    "sub_binary_tile": CallSpec("sub_binary_tile({0}, {1}, {0})", "op", _SFPU_BIN, "sfpu", "sub_binary_tile_init"),
+    "mul_binary_tile_init": CallSpec("mul_binary_tile_init()", "init", _SFPU_BIN, "sfpu"),
+    "mul_binary_tile": CallSpec("mul_binary_tile({0}, {1}, {0})", "op", _SFPU_BIN, "sfpu", "mul_binary_tile_init"),
+    "div_binary_tile_init": CallSpec("div_binary_tile_init()", "init", _SFPU_BIN, "sfpu"),
+    "div_binary_tile": CallSpec("div_binary_tile({0}, {1}, {0})", "op", _SFPU_BIN, "sfpu", "div_binary_tile_init"),
+    # SFPU ops with a scalar (its fp32 bit pattern).
+    "binop_with_scalar_tile_init": CallSpec("binop_with_scalar_tile_init()", "init", _SCALAR, "sfpu"),
+    **{f"{k}_unary_tile": CallSpec(f"{k}_unary_tile({{0}}, {{1}})", "op", _SCALAR, "sfpu", "binop_with_scalar_tile_init")
+       for k in ("add", "sub", "rsub", "mul", "div")},
+    # SFPU unary math, in place on DST[{0}].
+    **_sfpu("api/compute/eltwise_unary/exp.h", "exp_tile_init", "exp_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "log_tile_init", "log_tile"),
+    **_sfpu("api/compute/eltwise_unary/sqrt.h", "sqrt_tile_init", "sqrt_tile"),
+    **_sfpu("api/compute/eltwise_unary/rsqrt.h", "rsqrt_tile_init", "rsqrt_tile"),
+    **_sfpu("api/compute/eltwise_unary/recip.h", "recip_tile_init", "recip_tile"),
+    **_sfpu("api/compute/eltwise_unary/relu.h", "relu_tile_init", "relu_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "tanh_tile_init", "tanh_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "sigmoid_tile_init", "sigmoid_tile"),
+    **_sfpu("api/compute/eltwise_unary/erf_erfc.h", "erf_tile_init", "erf_tile"),
+    # Fill DST[{0}] with a constant.
+    "fill_tile_init": CallSpec("fill_tile_init()", "init", "api/compute/eltwise_unary/fill.h", "sfpu"),
+    "fill_tile": CallSpec("fill_tile({0}, {1})", "op", "api/compute/eltwise_unary/fill.h", "sfpu", "fill_tile_init"),
 }
+
 
 # TIR math operators that map to one SFPU unary intrinsic (matched by Op identity).
 UNARY_TIR_OPS: dict[str, str] = {
-    "tirx.exp": "exp",
-    "tirx.log": "log",
-    "tirx.sqrt": "sqrt",
-    "tirx.rsqrt": "rsqrt",
-    "tirx.tanh": "tanh",
-    "tirx.sigmoid": "sigmoid",
-    "tirx.erf": "erf",
+    "tirx.exp": "exp_tile",
+    "tirx.log": "log_tile",
+    "tirx.sqrt": "sqrt_tile",
+    "tirx.rsqrt": "rsqrt_tile",
+    "tirx.tanh": "tanh_tile",
+    "tirx.sigmoid": "sigmoid_tile",
+    "tirx.erf": "erf_tile",
 }
 
 # Headers every compute kernel includes.

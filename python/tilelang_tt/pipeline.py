@@ -1,7 +1,13 @@
 """The TT lowering pipeline: the whole pass order, in one place.
 
+TIR passes (``lower_module``):
+
     BindTarget -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> mark as device kernel
+
+TT program passes (``build_program``, run by codegen on the tile program):
+
+    LowerToTTProgram -> PlaceCBPops -> AllocateDST -> HoistInits -> PruneProgram -> VerifyTTProgram
 
 Set ``TILELANG_TT_DUMP_IR=<dir>`` to write the IR after every pass to ``<dir>/<kernel>/NN_<pass>.py``
 (``TILELANG_TT_DUMP_IR=1`` logs it at INFO level instead).
@@ -50,19 +56,55 @@ def passes(options: TTOptions):
 
 
 def _dump(mod: IRModule, step: int, name: str) -> None:
+    if not os.environ.get(DUMP_ENV):
+        return
+    for gv, func in mod.functions.items():
+        _dump_text(gv.name_hint, f"{step:02d}_{name}.py", func.script() if hasattr(func, "script") else str(func))
+
+
+def _dump_text(kernel: str, file: str, text: str) -> None:
     where = os.environ.get(DUMP_ENV)
     if not where:
         return
-    for gv, func in mod.functions.items():
-        text = func.script() if hasattr(func, "script") else str(func)
-        if where in ("1", "log"):
-            logger.info("IR after %s (%s):\n%s", name, gv.name_hint, text)
-            continue
-        from .artifact import safe_name
+    if where in ("1", "log"):
+        logger.info("IR after %s (%s):\n%s", file, kernel, text)
+        return
+    from .artifact import safe_name
 
-        out = Path(where) / safe_name(gv.name_hint)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{step:02d}_{name}.py").write_text(text)
+    out = Path(where) / safe_name(kernel)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / file).write_text(text)
+
+
+def program_passes(ctx):
+    """(name, Program -> Program) after LowerToTTProgram, in order."""
+    from .transform.allocate_dst import allocate_dst
+    from .transform.hoist_inits import hoist_inits
+    from .transform.place_cb_pops import place_cb_pops
+    from .transform.prune_program import prune_program
+    from .transform.verify_program import verify_program
+
+    dev = ctx.dev
+    cb_bytes = {n: e["bytes"] for n, e in ctx.cbs.items() if e.get("residency") != "dst"}
+    return [("PlaceCBPops", place_cb_pops), ("AllocateDST", allocate_dst), ("HoistInits", hoist_inits),
+            ("PruneProgram", prune_program),
+            ("VerifyTTProgram", lambda p: verify_program(p, dev.l1_bytes, dev.num_cbs, cb_bytes))]
+
+
+def build_program(func, ctx, options: TTOptions):
+    """The explicit TT program of a lowered PrimFunc (codegen's input), through every program pass."""
+    from .transform.lower_to_program import LowerToProgram
+    from .ttir import dump
+
+    program = LowerToProgram(func, ctx.name, ctx.cbs, ctx.tensor_names, ctx.names,
+                             ctx.dev.dst_capacity(ctx.fp32_acc), ctx.fp32_acc, ctx.src).run()
+    program.cbs = ctx.program_cbs()
+    base = len(passes(options)) + 1
+    _dump_text(ctx.name, f"{base:02d}_LowerToTTProgram.txt", dump(program))
+    for step, (name, fn) in enumerate(program_passes(ctx), start=base + 1):
+        program = fn(program)
+        _dump_text(ctx.name, f"{step:02d}_{name}.txt", dump(program))
+    return program
 
 
 def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None) -> IRModule:

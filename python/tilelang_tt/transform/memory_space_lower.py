@@ -63,7 +63,8 @@ class _Lowerer:
         self.func = func
         self.src = source_of(func)
         self.device = device
-        self.analyzer = tvm.arith.Analyzer()
+        self.analyzer = tvm.arith.Analyzer()   # proofs: knows let-bound values (`y = by * 64 + i`)
+        self.plain = tvm.arith.Analyzer()      # output expressions: keeps the user's names
         self.params = {func.buffer_map[p].data: (i, func.buffer_map[p]) for i, p in enumerate(func.params)
                        if p in func.buffer_map}
         self.cbs: dict[str, CBInfo] = {}
@@ -124,7 +125,7 @@ class _Lowerer:
         if rows % TILE or cols % TILE:
             raise TTUnsupportedError(f"{what}: window {list(region.extents)} is not a whole number of tiles",
                                      construct=what, source=self.src, fix="copy blocks whose extents are multiples of 32")
-        return (self.analyzer.simplify(tirx.floordiv(row, TILE)), self.analyzer.simplify(tirx.floordiv(col, TILE)),
+        return (self.plain.simplify(tirx.floordiv(row, TILE)), self.plain.simplify(tirx.floordiv(col, TILE)),
                 rows // TILE, cols // TILE)
 
     def check_whole(self, region, what: str):
@@ -315,6 +316,8 @@ class _Lowerer:
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, self.lower(stmt.body, inner_stages),
                             None, stmt.annotations)
         if isinstance(stmt, tirx.Bind):
+            # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on
+            self.analyzer.bind(stmt.var, stmt.value)
             return stmt
         if isinstance(stmt, tirx.AttrStmt):
             if str(stmt.attr_key) == "threadblock_swizzle_pattern":

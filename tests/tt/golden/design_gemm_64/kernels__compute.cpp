@@ -19,24 +19,21 @@ void kernel_main() {
     constexpr uint32_t cb_C_acc_out = 16;  // C_acc_out: 1x1 tiles bfloat16, output, depth 2 block(s)
 
     compute_kernel_hw_startup<SrcOrder::Reverse>(cb_A_blk, cb_B_blk, cb_C_acc_out);
+    // T.gemm(A_blk, B_blk, C_acc)
+    matmul_init(cb_A_blk, cb_B_blk, 0);
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks
-        // T.fill(C_acc, 0)
-        tile_regs_acquire();  // accumulator lives in DST until it is packed
+        // T.fill(C_acc, 0): the accumulator lives in DST until it is packed
+        tile_regs_acquire();
         for (uint32_t kk = 0; kk < 2u; ++kk) {
             // T.copy(A[by * 32, kk * 32], A_blk)
             cb_wait_front(cb_A_blk, 1);
             // T.copy(B[kk * 32, bx * 32], B_blk)
             cb_wait_front(cb_B_blk, 1);
             // T.gemm(A_blk, B_blk, C_acc)
-            matmul_init(cb_A_blk, cb_B_blk, 0);
-            for (uint32_t mt = 0; mt < 1u; ++mt) {
-                for (uint32_t nt = 0; nt < 1u; ++nt) {
-                    for (uint32_t kt = 0; kt < 1u; ++kt) {
-                        matmul_tiles(cb_A_blk, cb_B_blk, mt * 1u + kt, kt * 1u + nt, mt * 1u + nt);
-                    }
-                }
-            }
+            matmul_tiles(cb_A_blk, cb_B_blk, 0, 0, 0);
+            // T.copy(A[by * 32, kk * 32], A_blk)
             cb_pop_front(cb_A_blk, 1);
+            // T.copy(B[kk * 32, bx * 32], B_blk)
             cb_pop_front(cb_B_blk, 1);
         }
         // T.copy(C_acc, C[by * 32, bx * 32])

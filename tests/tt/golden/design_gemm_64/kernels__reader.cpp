@@ -33,16 +33,14 @@ inline void zero_tile_tail(uint32_t l1_addr, uint32_t elem_bytes, uint32_t valid
     }
 }
 
-// Reads a rows x cols block of tiles starting at tile (row0, col0) of an interleaved tensor into the back of
-// circular buffer `cb` and publishes it as one block. Tiles outside the tensor, and the part of edge tiles
-// outside it, are zero-filled.
+// Issues the NoC reads of a rows x cols block of tiles starting at tile (row0, col0) of an interleaved tensor
+// into the reserved back of circular buffer `cb`. Tiles outside the tensor, and the part of edge tiles outside
+// it, are zero-filled. The caller reserves the pages, waits on the read barrier and pushes them.
 template <typename Accessor>
-inline void read_tile_block(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                            uint32_t rows, uint32_t cols) {
-    const uint32_t num_tiles = rows * cols;
+inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
+                       uint32_t rows, uint32_t cols) {
     const uint32_t tile_bytes = get_tile_size(cb);
     const uint32_t elem_bytes = tile_bytes / 1024;
-    cb_reserve_back(cb, num_tiles);
     uint32_t l1_write_addr = get_write_ptr(cb);
     for (uint32_t r = 0; r < rows; ++r) {
         for (uint32_t c = 0; c < cols; ++c) {
@@ -62,8 +60,6 @@ inline void read_tile_block(uint32_t cb, const Accessor& tensor, const TileGrid&
             l1_write_addr += tile_bytes;
         }
     }
-    noc_async_read_barrier();
-    cb_push_back(cb, num_tiles);
 }
 
 void kernel_main() {
@@ -89,9 +85,15 @@ void kernel_main() {
         const uint32_t bx = (start_id + n) % 2u;
         for (uint32_t kk = 0; kk < 2u; ++kk) {
             // T.copy(A[by * 32, kk * 32], A_blk)
-            read_tile_block(cb_A_blk, A, A_grid, by, kk, 1, 1);
+            cb_reserve_back(cb_A_blk, 1);
+            read_tiles(cb_A_blk, A, A_grid, by, kk, 1, 1);
+            noc_async_read_barrier();
+            cb_push_back(cb_A_blk, 1);
             // T.copy(B[kk * 32, bx * 32], B_blk)
-            read_tile_block(cb_B_blk, B, B_grid, kk, bx, 1, 1);
+            cb_reserve_back(cb_B_blk, 1);
+            read_tiles(cb_B_blk, B, B_grid, kk, bx, 1, 1);
+            noc_async_read_barrier();
+            cb_push_back(cb_B_blk, 1);
         }
     }
 }

@@ -14,16 +14,15 @@ struct TileGrid {
     uint32_t last_cols;
 };
 
-// Waits for a rows x cols block of tiles at the front of circular buffer `cb` and stores it at tile
+// Issues the NoC writes of a rows x cols block of tiles at the front of circular buffer `cb` to tile
 // (row0, col0) of an interleaved tensor. Only elements inside the tensor are stored: tiles outside it are
-// skipped and edge tiles are written row segment by row segment.
+// skipped and edge tiles are written row segment by row segment. The caller waits for the pages, waits on the
+// write barrier and pops them.
 template <typename Accessor>
-inline void write_tile_block(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                             uint32_t rows, uint32_t cols) {
-    const uint32_t num_tiles = rows * cols;
+inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
+                        uint32_t rows, uint32_t cols) {
     const uint32_t tile_bytes = get_tile_size(cb);
     const uint32_t elem_bytes = tile_bytes / 1024;
-    cb_wait_front(cb, num_tiles);
     uint32_t l1_read_addr = get_read_ptr(cb);
     for (uint32_t r = 0; r < rows; ++r) {
         for (uint32_t c = 0; c < cols; ++c) {
@@ -48,8 +47,6 @@ inline void write_tile_block(uint32_t cb, const Accessor& tensor, const TileGrid
             l1_read_addr += tile_bytes;
         }
     }
-    noc_async_write_barrier();
-    cb_pop_front(cb, num_tiles);
 }
 
 void kernel_main() {
@@ -69,6 +66,9 @@ void kernel_main() {
         const uint32_t by = (start_id + n) / 2u;
         const uint32_t bx = (start_id + n) % 2u;
         // T.copy(C_acc, C[by * 32, bx * 32])
-        write_tile_block(cb_C_acc_out, C, C_grid, by, bx, 1, 1);
+        cb_wait_front(cb_C_acc_out, 1);
+        write_tiles(cb_C_acc_out, C, C_grid, by, bx, 1, 1);
+        noc_async_write_barrier();
+        cb_pop_front(cb_C_acc_out, 1);
     }
 }

@@ -1,0 +1,77 @@
+"""The printer: a ``ttir`` kernel body as C++ statements. It decides nothing.
+
+Each call is printed from its ``intrinsics.CALLS`` entry; expressions by ``cexpr``; loops as
+``for (uint32_t v = min; v < min + extent; ++v)``. A ``// <TileLang statement>`` comment precedes the first
+call of each statement.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from .artifact import comment_text
+from .cexpr import cexpr
+from .errors import TTLoweringError
+from .intrinsics import CALLS
+from .ttir import CB, Call, Dst, For, Let, Lit, Tensor
+
+INDENT = "    "
+
+
+def arg_text(a, cb_vars: dict) -> str:
+    if isinstance(a, CB):
+        return cb_vars[a.name]
+    if isinstance(a, Tensor):
+        return a.name
+    if isinstance(a, Dst):
+        return arg_text(a.slot, cb_vars)
+    if isinstance(a, Lit):
+        return a.text
+    if isinstance(a, bool):
+        return str(int(a))
+    if isinstance(a, int):
+        return str(a)
+    return cexpr(a)
+
+
+def call_text(c: Call, cb_vars: dict) -> str:
+    spec = CALLS.get(c.op)
+    if spec is None:
+        raise TTLoweringError(f"{c.op} has no C++ form", construct="printer")
+    return spec.cpp.format(*(arg_text(a, cb_vars) for a in c.args)) + ";"
+
+
+def print_body(body: list, cb_vars: dict, level: int = 1) -> str:
+    lines: list[str] = []
+    _print(body, cb_vars, level, lines, [None])
+    return "\n".join(lines)
+
+
+def _print(body, cb_vars, level, lines, last_note):
+    pad = INDENT * level
+    for n in body:
+        if isinstance(n, For):
+            v, lo = n.var.name, n.min
+            start = "0" if _is_zero(lo) else cexpr(lo)
+            end = cexpr(n.extent) if _is_zero(lo) else f"{cexpr(lo)} + {cexpr(n.extent)}"
+            note = f"  // {comment_text(n.note)}" if n.note else ""
+            lines.append(f"{pad}for (uint32_t {v} = {start}; {v} < {end}; ++{v}) {{{note}")
+            _print(n.body, cb_vars, level + 1, lines, last_note)
+            lines.append(f"{pad}}}")
+        elif isinstance(n, Let):
+            lines.append(f"{pad}const uint32_t {n.var.name} = {cexpr(n.value)};")
+        else:
+            if n.note and n.note != last_note[0]:
+                lines.append(f"{pad}// {comment_text(n.note)}")
+                last_note[0] = n.note
+            lines.append(pad + call_text(n, cb_vars))
+
+
+def _is_zero(e) -> bool:
+    return (isinstance(e, int) and e == 0) or (isinstance(e, tirx.IntImm) and int(e.value) == 0)
+
+
+def headers(body: list) -> set[str]:
+    from .ttir import calls
+
+    return {CALLS[c.op].header for c in calls(body) if CALLS.get(c.op) and CALLS[c.op].header}

@@ -1,0 +1,179 @@
+"""Part of LowerToTTProgram: an ``eltwise(dst_cb, expr)`` tile op becomes TT calls over virtual DST registers.
+
+Per destination tile ``(r, c)``: leaves are unpacked (``copy_tile``) or combined straight from two CBs by
+the FPU (``add_tiles``...), unary math runs in place on the SFPU, binary ops between two computed values
+use the SFPU binary ops, scalars ``binop_with_scalar``; the value is packed into the destination. Every
+value is a fresh ``VReg``; AllocateDST assigns the physical slots. The DST-resident accumulator is packed
+in place after its (unary) epilogue.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+from tvm.ir import Op as TVMOp
+
+from ..errors import TTUnsupportedError
+from ..intrinsics import CALLS, UNARY_TIR_OPS
+from ..ttir import CB, Call, Dst, vreg
+from .lower_to_program import _BINARY, _loads, float_bits, loop
+from .tensorize import is_scalar, strip_cast
+
+
+def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
+    d = lw.cbs[d_name]
+    loads = _loads(expr)
+    if lw.dst_frag is not None and lw.dst_frag in loads:
+        return _copy_out_of_dst(lw, d_name, expr, note)
+    rows, cols = d["shape_tiles"]
+    cb_d = CB(d_name)
+    reads_dest = d_name in loads
+    out = []
+    for src in sorted(set(loads) - {d_name}):
+        if src in lw.full:
+            if not lw.full[src]:
+                raise TTUnsupportedError(f"{src} is read before it is written", construct=note, source=lw.src)
+            out.append(Call("cb_wait_front", (CB(src), lw.cbs[src]["block_tiles"]), note))
+    # A compute-owned fragment rotates tile by tile; a CB bound for the writer (or another consumer) is
+    # reserved as a whole block and pushed once.
+    frag = d_name in lw.full
+    if reads_dest and (not frag or not lw.full[d_name]):
+        raise TTUnsupportedError(f"{d_name} is read before it is written", construct=note, source=lw.src)
+    if frag and d["subblock"] != [1, 1] and list(d["subblock"]) != [1, cols]:
+        raise TTUnsupportedError(f"elementwise update of the matmul accumulator {d_name}", construct=note,
+                                 source=lw.src, fix="copy the accumulator into a separate fragment first")
+    first = CB(loads[0]) if loads else cb_d
+    second = CB(loads[1]) if len(loads) > 1 else first
+    lw.note_startup(Call("hw_startup", (first, second, cb_d)), 1)
+    if not frag:
+        out.append(Call("cb_reserve_back", (cb_d, rows * cols), note))
+
+    def tile(r, c):
+        ev = _Eval(lw, d_name, r, c, reads_dest, note)
+        body = [Call("tile_regs_acquire", (), note)]
+        value = ev.eval(expr, body)
+        body.append(Call("tile_regs_commit", (), note))
+        if frag:
+            if lw.full[d_name]:
+                if not reads_dest:
+                    body.append(Call("cb_wait_front", (cb_d, 1), note))
+                body.append(Call("cb_pop_front", (cb_d, 1), note))
+            return body + lw.pack(cb_d, 1, note, slot=value)
+        return body + [Call("tile_regs_wait", (), note), Call("pack_reconfig_data_format", (cb_d,), note),
+                       Call("pack_tile", (value, cb_d), note), Call("tile_regs_release", (), note)]
+
+    out += loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
+    if not frag:
+        out.append(Call("cb_push_back", (cb_d, rows * cols), note))
+    else:
+        lw.full[d_name] = True
+    return out
+
+
+class _Eval:
+    """Lowers one expression for one tile, appending calls; returns the Dst holding the value."""
+
+    def __init__(self, lw, dest: str, r, c, reads_dest: bool, note: str):
+        self.lw, self.dest, self.r, self.c, self.reads_dest, self.note = lw, dest, r, c, reads_dest, note
+
+    def index(self, name: str):
+        if name == self.dest and self.reads_dest:
+            return 0      # the destination's current tile is at its CB front
+        return self.lw.queue_pos(name, self.r, self.c)
+
+    def call(self, out, op, *args):
+        out.append(Call(op, args, self.note))
+
+    def unary(self, out, op: str, v, *extra):
+        self.call(out, CALLS[op].init)
+        self.call(out, op, v, *extra)
+
+    def eval(self, e, out) -> Dst:
+        e = strip_cast(e)
+        if isinstance(e, tirx.BufferLoad):
+            cb = CB(e.buffer.name)
+            if e.buffer.name == self.dest and self.reads_dest:
+                self.call(out, "cb_wait_front", cb, 1)
+            v = vreg()
+            self.call(out, "reconfig_data_format_srca", cb)
+            self.call(out, "copy_init", cb)
+            self.call(out, "copy_tile", cb, self.index(e.buffer.name), v)
+            return v
+        if isinstance(e, tirx.Call) and isinstance(e.op, TVMOp) and str(e.op.name) in UNARY_TIR_OPS:
+            v = self.eval(e.args[0], out)
+            self.unary(out, UNARY_TIR_OPS[str(e.op.name)], v)
+            return v
+        if isinstance(e, tirx.Max):     # T.max(x, 0): TensorizeTT admits only this form
+            v = self.eval(e.a if is_scalar(e.b) else e.b, out)
+            self.unary(out, "relu_tile", v)
+            return v
+        if isinstance(e, tuple(_BINARY)):
+            return self.binary(e, out)
+        raise TTUnsupportedError(f"cannot evaluate {type(e).__name__} `{e}` on TT tiles", construct=str(e),
+                                 source=self.lw.src)
+
+    def binary(self, e, out) -> Dst:
+        a, b = strip_cast(e.a), strip_cast(e.b)
+        kind = _BINARY[type(e)]
+        if is_scalar(a) or is_scalar(b):
+            scalar_first = is_scalar(a)
+            x, s = (b, a) if scalar_first else (a, b)
+            value = float(s.value)
+            v = self.eval(x, out)
+            if scalar_first and kind == "sub":
+                self.unary(out, "rsub_unary_tile", v, float_bits(value))
+            elif scalar_first and kind == "div":      # s / x = recip(x) * s
+                self.unary(out, "recip_tile", v)
+                if value != 1.0:
+                    self.unary(out, "mul_unary_tile", v, float_bits(value))
+            else:
+                self.unary(out, f"{kind}_unary_tile", v, float_bits(value))
+            return v
+        dest_read = self.dest in (getattr(a, "buffer", None) and a.buffer.name,
+                                  getattr(b, "buffer", None) and b.buffer.name) and self.reads_dest
+        if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and kind != "div" and not dest_read:
+            ca, cb = CB(a.buffer.name), CB(b.buffer.name)
+            v = vreg()
+            self.call(out, "reconfig_data_format", ca, cb)
+            self.call(out, f"{kind}_init", ca, cb)
+            self.call(out, f"{kind}_tiles", ca, cb, self.index(a.buffer.name), self.index(b.buffer.name), v)
+            return v
+        va = self.eval(a, out)
+        vb = self.eval(b, out)
+        self.call(out, f"{kind}_binary_tile_init")
+        self.call(out, f"{kind}_binary_tile", va, vb)
+        return va
+
+
+def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
+    """The DST-resident accumulator is packed (after an optional unary epilogue) into ``d_name``."""
+    n = lw.cbs[lw.dst_frag]["block_tiles"]
+    chain = []
+    e = strip_cast(expr)
+    while not isinstance(e, tirx.BufferLoad):
+        chain.append(e)
+        e = strip_cast(e.args[0] if isinstance(e, tirx.Call) else (e.a if not is_scalar(e.a) else e.b))
+
+    def epilogue(i):
+        out = []
+        ev = _Eval(lw, d_name, 0, 0, False, note)
+        for node in reversed(chain):
+            if isinstance(node, tirx.Call):
+                ev.unary(out, UNARY_TIR_OPS[str(node.op.name)], Dst(i))
+            elif isinstance(node, tirx.Max):
+                ev.unary(out, "relu_tile", Dst(i))
+            else:
+                a, b = strip_cast(node.a), strip_cast(node.b)
+                kind = _BINARY[type(node)]
+                scalar_first = is_scalar(a)
+                value = float((a if scalar_first else b).value)
+                if scalar_first and kind == "div":
+                    ev.unary(out, "recip_tile", Dst(i))
+                    if value != 1.0:
+                        ev.unary(out, "mul_unary_tile", Dst(i), float_bits(value))
+                    continue
+                name = "rsub_unary_tile" if scalar_first and kind == "sub" else f"{kind}_unary_tile"
+                ev.unary(out, name, Dst(i), float_bits(value))
+        return out
+
+    body = loop("i", n, epilogue) if chain else []
+    return body + [Call("tile_regs_commit", (), note)] + lw.pack(CB(d_name), n, note)

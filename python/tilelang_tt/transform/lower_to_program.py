@@ -1,0 +1,308 @@
+"""LowerToTTProgram: the tile program becomes the explicit TT program (``ttir.Program``).
+
+In:  a PrimFunc after TensorizeTT: the persistent loop, ``Bind``s, serial loops and the TT tile ops
+     (``read_block``, ``write_block``, ``fill``, ``matmul``, ``eltwise``, ``transpose``); ``tt.cb``.
+Out: one body per core role, made of ``ttir`` nodes:
+     * reader: per ``read_block``: ``cb_reserve_back``, ``read_tiles``, ``noc_async_read_barrier``,
+       ``cb_push_back``;
+     * writer: per ``write_block``: ``cb_wait_front``, ``write_tiles``, ``noc_async_write_barrier``,
+       ``cb_pop_front``;
+     * compute: every tile op as TT calls with its inits and data-format reconfigurations, DST ownership
+       (``tile_regs_*``), packs and the CB protocol of fragments. Elementwise values live in virtual DST
+       registers (``ttir.VReg``) until AllocateDST; a block the reader delivers is marked by the pseudo call
+       ``consume(cb, pages)`` until PlaceCBPops turns it into a wait and a pop after its last use.
+     Loops keep their ``min`` and ``extent``; user variables are renamed through the one ``NameSupply``;
+     ``Let`` expressions are inlined. Loops of extent 1 the generator would introduce are not emitted.
+Errors: TTUnsupportedError for tile-program shapes the TT lowering cannot express (a fragment initialised in
+     a loop and used after it, a read before a write, an elementwise update of a subblocked accumulator,
+     a loop with a step); TTLoweringError for any TIR node no rule handles (named, never dropped).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from tvm import tirx
+
+from .. import attrs
+from ..errors import TTLoweringError, TTUnsupportedError
+from ..intrinsics import TTOps, tt_op_of
+from ..names import NameSupply, generated
+from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg
+from .common import TileOps, describe, tile_op_call
+
+_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose")
+_BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}
+
+
+def float_bits(value: float) -> Lit:
+    return Lit(f"0x{struct.unpack('<I', struct.pack('<f', float(value)))[0]:08x}u")
+
+
+def float_lit(value: float) -> Lit:
+    text = repr(float(value))
+    return Lit(text + ("f" if "e" in text or "." in text else ".0f"))
+
+
+def loop(name: str, extent: int, body_fn) -> list:
+    """``for name in [0, extent)``: body_fn(index expr) -> nodes; an extent-1 loop is its body at 0."""
+    if extent == 1:
+        return body_fn(tirx.IntImm("int32", 0))
+    var = generated(name)
+    return [For(var, tirx.IntImm("int32", 0), tirx.IntImm("int32", extent), body_fn(var))]
+
+
+class LowerToProgram:
+    def __init__(self, func: tirx.PrimFunc, name: str, cbs: dict, tensor_names: dict, names: NameSupply,
+                 dst_capacity: int, fp32_acc: bool, source: str | None):
+        self.func, self.name, self.cbs, self.src = func, name, cbs, source
+        self.by_index = {e["index"]: n for n, e in cbs.items()}
+        self.tensor_names = tensor_names
+        self.names = names
+        self.cap = dst_capacity
+        self.fp32_acc = fp32_acc
+        self.full = {n: False for n, e in cbs.items() if e["role"] == "intermediate" and e.get("residency") != "dst"}
+        self.dst_frag = next((n for n, e in cbs.items() if e.get("residency") == "dst"), None)
+        self.dst_frag_out = None
+        self.startup: tuple[int, Call] | None = None
+
+    # -- structure -------------------------------------------------------------------------------------
+    def run(self) -> Program:
+        self._find_dst_frag_out(self.func.body)
+        roles = self.lower(self.func.body)
+        kernels = {r: Kernel(r, roles[r]) for r in ("reader", "compute", "writer")}
+        kernels["compute"].startup = self.startup[1] if self.startup else Call("hw_startup", (0, 0, 0))
+        return Program(self.name, kernels, {}, self.cap, self.src, self.fp32_acc)
+
+    def lower(self, stmt) -> dict:
+        out = {"reader": [], "compute": [], "writer": []}
+        for s in (stmt.seq if isinstance(stmt, tirx.SeqStmt) else [stmt]):
+            part = self.lower_stmt(s)
+            for role in out:
+                out[role] += part.get(role, [])
+        return out
+
+    def lower_stmt(self, stmt) -> dict:
+        if isinstance(stmt, tirx.SeqStmt):
+            return self.lower(stmt)
+        if isinstance(stmt, tirx.For):
+            return self.lower_for(stmt)
+        if isinstance(stmt, tirx.Bind):
+            let = Let(self.names.var(stmt.var), self.expr(stmt.value))
+            return {r: [let] for r in ("reader", "compute", "writer")}
+        found = tt_op_of(stmt)
+        if found is not None:
+            op, c = found
+            kind = next((k for k in _KINDS if op.same_as(getattr(TTOps, k))), None)
+            if kind is not None:
+                note = c.args[-1].value if isinstance(c.args[-1], tirx.StringImm) else describe(stmt)
+                return getattr(self, "op_" + kind)(list(c.args[:-1]), note)
+        c = tile_op_call(stmt)
+        if c is not None and (c.op.same_as(TileOps.gemm) or c.op.same_as(TileOps.fill)):
+            raise TTUnsupportedError(f"{c.op.name} was not tensorized (tensorize=False) and the TT backend has no "
+                                     "scalar fallback for it", construct=describe(stmt), source=self.src,
+                                     fix="compile with tensorize enabled (the default)")
+        raise TTLoweringError(f"no TT lowering handles {type(stmt).__name__} here", construct=describe(stmt),
+                              source=self.src)
+
+    def lower_for(self, stmt: tirx.For) -> dict:
+        if stmt.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED) or stmt.thread_binding is not None:
+            raise TTUnsupportedError(f"loop kind {stmt.kind} after lowering", construct=describe(stmt),
+                                     source=self.src, fix="T.Parallel bodies must be tensorizable (see TensorizeTT)")
+        if stmt.step is not None and not (isinstance(stmt.step, tirx.IntImm) and int(stmt.step) == 1):
+            raise TTUnsupportedError(f"a loop with step {stmt.step}", construct=describe(stmt), source=self.src,
+                                     fix="write the loop with unit step and compute the index from it")
+        persistent = any(str(k) == attrs.PERSISTENT_LOOP for k in stmt.annotations.keys())
+        if persistent:   # the loop and the schedule's binds are the generator's, named by it
+            var = self.names.keep(stmt.loop_var)
+            for s in (stmt.body.seq if isinstance(stmt.body, tirx.SeqStmt) else []):
+                if isinstance(s, tirx.Bind):
+                    self.names.keep(s.var)
+        else:
+            var = self.names.var(stmt.loop_var)
+        before = dict(self.full)
+        body = self.lower(stmt.body)
+        if persistent:
+            for name, full in self.full.items():
+                if full:   # the fragment's last value is dead after this block
+                    n = self.cbs[name]["block_tiles"]
+                    body["compute"] += [Call("cb_wait_front", (CB(name), n), f"{name} is dead after this block"),
+                                        Call("cb_pop_front", (CB(name), n), f"{name} is dead after this block")]
+                    self.full[name] = False
+        changed = [n for n in before if before[n] != self.full[n]]
+        if changed:
+            raise TTUnsupportedError(f"fragment {changed[0]} is initialised inside a loop and used after it",
+                                     construct=f"loop over {stmt.loop_var.name}", source=self.src,
+                                     fix="initialise (T.clear) the fragment before the loop")
+        note = "persistent loop over this core's blocks" if persistent else ""
+        lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
+        return {r: [For(var, lo, ext, b, note)] for r, b in body.items() if b}
+
+    def expr(self, e):
+        """``e`` with user variables renamed and ``Let`` expressions inlined."""
+        def post(node):
+            if isinstance(node, tirx.Let):
+                return tirx.stmt_functor.substitute(node.body, {node.var: node.value})
+            return None
+
+        e = tirx.stmt_functor.ir_transform(tirx.Evaluate(e), None, post, ["tirx.Let"]).value
+        return tirx.stmt_functor.substitute(e, self.names.renames())
+
+    def cb_name(self, index) -> str:
+        return self.by_index[int(index)]
+
+    def _find_dst_frag_out(self, body):
+        if self.dst_frag is None:
+            return
+
+        def visit(node):
+            found = tt_op_of(node) if isinstance(node, tirx.Evaluate) else None
+            if found is not None and found[0].same_as(TTOps.eltwise) and self.dst_frag in _loads(found[1].args[1]):
+                self.dst_frag_out = self.cb_name(found[1].args[0])
+
+        tirx.stmt_functor.post_order_visit(body, visit)
+
+    def note_startup(self, call: Call, priority: int):
+        """The hardware start-up call, configured for the kernel's main op (matmul > eltwise > fill)."""
+        if self.startup is None or priority > self.startup[0]:
+            self.startup = (priority, call)
+
+    # -- data movement ---------------------------------------------------------------------------------
+    def op_read_block(self, args, note) -> dict:
+        name = self.cb_name(args[0])
+        e = self.cbs[name]
+        n = e["block_tiles"]
+        cb, where = CB(name), (Tensor(self.tensor_names[int(args[1])]), *map(self.expr, args[2:4]), int(args[4]),
+                               int(args[5]))
+        out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call("read_tiles", (cb, *where), note),
+                          Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, n), note)]}
+        if "compute" in e["consumer"]:
+            out["compute"] = [Call("consume", (cb, n), note)]
+        return out
+
+    def op_write_block(self, args, note) -> dict:
+        name = self.cb_name(args[0])
+        n = self.cbs[name]["block_tiles"]
+        cb, where = CB(name), (Tensor(self.tensor_names[int(args[1])]), *map(self.expr, args[2:4]), int(args[4]),
+                               int(args[5]))
+        return {"writer": [Call("cb_wait_front", (cb, n), note), Call("write_tiles", (cb, *where), note),
+                           Call("noc_async_write_barrier", (), note), Call("cb_pop_front", (cb, n), note)]}
+
+    # -- compute ---------------------------------------------------------------------------------------
+    def pack(self, cb: CB, n: int, note: str, slot=None) -> list:
+        """Reserve ``n`` pages, pack DST[0..n) (or ``slot``) into them, release DST, push."""
+        packs = ([Call("pack_tile", (slot, cb), note)] if slot is not None else
+                 loop("i", n, lambda i: [Call("pack_tile", (Dst(i), cb), note)]))
+        return [Call("cb_reserve_back", (cb, n), note), Call("tile_regs_wait", (), note),
+                Call("pack_reconfig_data_format", (cb,), note), *packs, Call("tile_regs_release", (), note),
+                Call("cb_push_back", (cb, n), note)]
+
+    def op_fill(self, args, note) -> dict:
+        name = self.cb_name(args[0])
+        e = self.cbs[name]
+        value = float(args[1].value)
+        cb = CB(name)
+        if name == self.dst_frag:
+            out = [Call("tile_regs_acquire", (), f"{note}: the accumulator lives in DST until it is packed")]
+            if value != 0.0:
+                out += [Call("fill_tile_init", (), note)]
+                out += [Call("fill_tile", (Dst(i), float_lit(value)), note) for i in range(e["block_tiles"])]
+            return {"compute": out}
+        if name not in self.full:
+            raise TTUnsupportedError(f"T.fill of {name}, which is not a fragment", construct=note, source=self.src)
+        sh, sw = e["subblock"]
+        sub = sh * sw
+        out = []
+        if self.full[name]:
+            out += [Call("cb_wait_front", (cb, e["block_tiles"]), "drop the previous value"),
+                    Call("cb_pop_front", (cb, e["block_tiles"]), "drop the previous value")]
+        self.note_startup(Call("hw_startup", (cb, cb, cb)), 0)
+
+        def one(_sb):
+            body = [Call("tile_regs_acquire", (), note)]
+            if value != 0.0:
+                body += [Call("fill_tile_init", (), note)]
+                body += loop("i", sub, lambda i: [Call("fill_tile", (Dst(i), float_lit(value)), note)])
+            return body + [Call("tile_regs_commit", (), note)] + self.pack(cb, sub, note)
+
+        out += loop("sb", e["block_tiles"] // sub, one)
+        self.full[name] = True
+        return {"compute": out}
+
+    def op_transpose(self, args, note) -> dict:
+        """Transpose a block of tiles into a scratch CB, consumed in the enclosing scope."""
+        s_name, d_name = self.cb_name(args[0]), self.cb_name(args[1])
+        cs, cd = CB(s_name), CB(d_name)
+        rows, cols = self.cbs[d_name]["shape_tiles"]     # the source block is cols x rows tiles
+
+        def tile(r, c):
+            v = vreg()
+            return [Call("tile_regs_acquire", (), note), Call("reconfig_data_format_srca", (cs,), note),
+                    Call("transpose_init", (cs,), note), Call("transpose_tile", (cs, c * rows + r, v), note),
+                    Call("tile_regs_commit", (), note), *self.pack(cd, 1, note, slot=v)]
+
+        body = loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
+        return {"compute": body + [Call("consume", (cd, rows * cols), note)]}
+
+    def op_matmul(self, args, note) -> dict:
+        a_name, b_name, c_name = (self.cb_name(x) for x in args[:3])
+        a, c = self.cbs[a_name], self.cbs[c_name]
+        trans_b = bool(args[4])
+        ca, cbb, cc = CB(a_name), CB(b_name), CB(c_name)
+        mt, kt = a["shape_tiles"]
+        nt = c["shape_tiles"][1]
+
+        def b_index(k, n):
+            return n * kt + k if trans_b else k * nt + n
+
+        packs_to = CB(self.dst_frag_out) if c_name == self.dst_frag and self.dst_frag_out else cc
+        self.note_startup(Call("hw_startup_matmul", (ca, cbb, packs_to)), 2)
+        init = [Call("reconfig_data_format", (cbb, ca), note), Call("matmul_init", (ca, cbb, Lit(str(int(trans_b)))), note)]
+
+        def mm(m, n, k, dst):
+            return [Call("matmul_tiles", (ca, cbb, m * kt + k, b_index(k, n), Dst(dst)), note)]
+
+        if c_name == self.dst_frag:
+            body = loop("mt", mt, lambda m: loop("nt", nt, lambda n: loop("kt", kt, lambda k: mm(m, n, k, m * nt + n))))
+            return {"compute": init + body}
+        if not self.full[c_name]:
+            raise TTUnsupportedError(f"T.gemm accumulates into {c_name} before it is initialised",
+                                     construct=note, source=self.src, fix=f"call T.clear({c_name}) first")
+        sh, sw = c["subblock"]
+        sub = sh * sw
+
+        def subblock(sm, sn):
+            reload = [Call("reconfig_data_format_srca", (cc,), note), Call("copy_init", (cc,), note),
+                      Call("cb_wait_front", (cc, sub), f"reload the partial sums of this {sh}x{sw} subblock")]
+            reload += loop("i", sub, lambda i: [Call("copy_tile", (cc, i, Dst(i)), note)])
+            reload += [Call("cb_pop_front", (cc, sub), note)]
+            math = loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
+                "k", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
+            return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
+                    + self.pack(cc, sub, note))
+
+        return {"compute": loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))}
+
+    # -- elementwise -----------------------------------------------------------------------------------
+    def queue_pos(self, name: str, r, c):
+        """Position of tile (r, c) in the CB of ``name`` (row-major, or subblock-major for accumulators)."""
+        e = self.cbs[name]
+        rows, cols = e["shape_tiles"]
+        sh, sw = e.get("subblock", [1, 1]) if e["role"] == "intermediate" else (1, 1)
+        if (sh, sw) in ((1, 1), (1, cols)) or sh == rows and sw == cols:
+            return r * cols + c
+        return (tirx.floordiv(r, sh) * (cols // sw) + tirx.floordiv(c, sw)) * (sh * sw) + \
+            tirx.floormod(r, sh) * sw + tirx.floormod(c, sw)
+
+    def op_eltwise(self, args, note) -> dict:
+        from .lower_eltwise import lower_eltwise
+
+        return {"compute": lower_eltwise(self, self.cb_name(args[0]), args[1], note)}
+
+
+def _loads(expr) -> list:
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n.buffer.name)
+                                       if isinstance(n, tirx.BufferLoad) else None)
+    return found
+

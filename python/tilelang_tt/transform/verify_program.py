@@ -1,0 +1,273 @@
+"""VerifyTTProgram: the rules every generated TT program obeys, checked on every compile.
+
+In:  a ``ttir.Program`` after the program passes.
+Out: the program, unchanged.
+Errors: TTVerifyError naming the rule, the kernel, the op and the TileLang statement. Rules:
+  cb-reserve    every ``cb_push_back`` is covered by a ``cb_reserve_back``; a loop iteration leaves the
+                reservation as it found it; nothing stays reserved at kernel end
+  cb-front      every ``cb_pop_front`` is covered by a ``cb_wait_front``; a compute-internal CB is never
+                waited for more pages than compute pushed (a deadlock); loop iterations leave the front as
+                they found it; nothing stays at the front at kernel end
+  cb-pages      per persistent iteration, the pages the producer kernel pushes into a CB equal the pages
+                its consumer kernel pops
+  dst-capacity  every DST index is below the capacity of the kernel's accumulation mode
+  dst-phase     math between ``tile_regs_acquire``/``commit``, packs between ``tile_regs_wait``/``release``
+  init          every tile op runs after its own init (same operands) on its unit (FPU or SFPU)
+  reconfig-order a data-format reconfiguration of the unpacker is followed by a new FPU init before the
+                next FPU op (the LLK asserts this order)
+  src-format    SrcA / SrcB / the packer are configured for the format of the CB an op reads or packs
+  read-barrier  a reader pushes a block only after ``noc_async_read_barrier``; a writer pops a block only
+                after ``noc_async_write_barrier``
+  unlowered     no pseudo op (``consume``) or virtual DST register survives
+  l1-budget     the CBs fit the L1 a kernel can use; CB indices exist on the device
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+from ..errors import TTVerifyError
+from ..intrinsics import CALLS
+from ..ttir import CB, Call, Dst, For, Program, VReg
+from .hoist_inits import startup_formats
+
+_PHASES = {"tile_regs_acquire": ("idle", "math"), "tile_regs_commit": ("math", "committed"),
+           "tile_regs_wait": ("committed", "packing"), "tile_regs_release": ("packing", "idle")}
+
+
+class _Verifier:
+    def __init__(self, program: Program, role: str):
+        self.p, self.role = program, role
+        self.analyzer = tvm.arith.Analyzer()
+        self.reserved: dict[str, int] = {}
+        self.front: dict[str, int] = {}
+        self.pending_noc: set[str] = set()
+        self.phase = "idle"
+        self.state = {"fpu": None, "sfpu": None, "srca": None, "srcb": None, "pack": None}
+
+    def fail(self, rule: str, msg: str, call: Call | None):
+        raise TTVerifyError(rule, msg, kernel=self.role, op=call.op if call else "kernel end",
+                            source=self.p.source, note=(call.note or None) if call else None)
+
+    def internal(self, cb: CB) -> bool:
+        info = self.p.cbs[cb.name]
+        return info.producer == ("compute",) and "compute" in info.consumer
+
+    # -- walk ------------------------------------------------------------------------------------------
+    def run(self, kernel):
+        if kernel.startup is not None:
+            for reg, cb in startup_formats(kernel.startup).items():
+                self.state[reg] = self.p.cbs[cb.name].fmt if isinstance(cb, CB) else None
+        self.body(kernel.body)
+        for cb, n in self.reserved.items():
+            if n:
+                self.fail("cb-reserve", f"{n} page(s) of {cb} stay reserved at kernel end", None)
+        for cb, n in self.front.items():
+            if n:
+                self.fail("cb-front", f"{n} page(s) of {cb} stay at the front at kernel end", None)
+        if self.phase != "idle":
+            self.fail("dst-phase", f"DST is left in phase {self.phase} at kernel end", None)
+
+    def body(self, nodes):
+        for n in nodes:
+            if isinstance(n, For):
+                self.analyzer.bind(n.var, tvm.ir.Range.from_min_extent(n.min, n.extent)) \
+                    if _static(n.extent) else None
+                front_in = dict(self.front)
+                before = (_norm(self.reserved), self.cross(self.front), self.phase)
+                self.body(n.body)
+                after = (_norm(self.reserved), self.cross(self.front), self.phase)
+                if after != before:
+                    what = ("cb-reserve", "cb-front", "dst-phase")[[a != b for a, b in zip(after, before)].index(True)]
+                    self.fail(what, f"an iteration of the loop over {n.var.name} changes the CB / DST state "
+                                    f"({before} -> {after})", _first_call(n.body))
+                self.repeat_internal(n, front_in)
+            elif isinstance(n, Call):
+                self.call(n)
+
+    def call(self, c: Call):
+        spec = CALLS.get(c.op)
+        if spec is None:
+            self.fail("unlowered", f"{c.op} has no C++ form (a pass did not lower it)", c)
+        for a in c.args:
+            if isinstance(a, Dst):
+                self.dst_index(a, c)
+        if spec.pages is not None:
+            self.cb_call(c, c.args[spec.pages[0]], c.args[spec.pages[1]])
+        elif spec.kind == "noc":
+            self.noc(c)
+        elif spec.kind == "dst":
+            want, nxt = _PHASES[c.op]
+            if self.phase != want:
+                self.fail("dst-phase", f"{c.op} in phase {self.phase} (expected {want})", c)
+            self.phase = nxt
+        elif spec.kind in ("init", "reconfig", "op", "pack", "startup"):
+            self.compute(c, spec)
+
+    def cross(self, front: dict) -> dict:
+        """The front counts of CBs another kernel produces (a loop iteration must leave them unchanged)."""
+        return {k: v for k, v in front.items() if v and not self.internal(CB(k))}
+
+    def repeat_internal(self, loop: For, front_in: dict):
+        """A compute-internal CB's front grows by the same number of pages every iteration (compute pushes
+        and pops it itself): apply the remaining iterations; it must never go negative."""
+        for name, n in list(self.front.items()):
+            delta = n - front_in.get(name, 0)
+            if not delta or not self.internal(CB(name)):
+                continue
+            if not _static(loop.extent):
+                self.fail("cb-front", f"{name} changes by {delta} page(s) per iteration of a loop over "
+                                      f"{loop.var.name} with a runtime trip count", _first_call(loop.body))
+            self.front[name] = front_in.get(name, 0) + delta * int(loop.extent)
+            if self.front[name] < 0:
+                self.fail("cb-front", f"the loop over {loop.var.name} pops more pages of {name} than compute pushed",
+                          _first_call(loop.body))
+
+    # -- CB protocol -----------------------------------------------------------------------------------
+    def cb_call(self, c: Call, cb: CB, n):
+        if not isinstance(n, int):
+            self.fail("cb-pages", f"page count {n} of {c.op} is not a constant", c)
+        name = cb.name
+        if c.op == "cb_reserve_back":
+            self.reserved[name] = max(self.reserved.get(name, 0), n)
+        elif c.op == "cb_push_back":
+            if self.reserved.get(name, 0) < n:
+                self.fail("cb-reserve", f"cb_push_back({name}, {n}) with {self.reserved.get(name, 0)} page(s) "
+                                        "reserved", c)
+            if name in self.pending_noc and self.role == "reader":
+                self.fail("read-barrier", f"{name} is pushed before its NoC reads completed "
+                                          "(no noc_async_read_barrier)", c)
+            self.reserved[name] -= n
+            if self.internal(cb):
+                self.front[name] = self.front.get(name, 0) + n
+        elif c.op == "cb_wait_front":
+            if self.internal(cb):
+                if self.front.get(name, 0) < n:
+                    self.fail("cb-front", f"cb_wait_front({name}, {n}) but compute pushed only "
+                                          f"{self.front.get(name, 0)} page(s): it would wait forever", c)
+            else:
+                self.front[name] = max(self.front.get(name, 0), n)
+        else:   # cb_pop_front
+            if self.front.get(name, 0) < n:
+                self.fail("cb-front", f"cb_pop_front({name}, {n}) with {self.front.get(name, 0)} page(s) "
+                                      "waited for", c)
+            if name in self.pending_noc and self.role == "writer":
+                self.fail("read-barrier", f"{name} is popped before its NoC writes completed "
+                                          "(no noc_async_write_barrier)", c)
+            self.front[name] -= n
+
+    def noc(self, c: Call):
+        if c.op in ("read_tiles", "write_tiles"):
+            self.pending_noc.add(c.args[0].name)
+        else:
+            self.pending_noc.clear()
+
+    # -- compute ---------------------------------------------------------------------------------------
+    def dst_index(self, d: Dst, c: Call):
+        if isinstance(d.slot, VReg):
+            self.fail("unlowered", f"virtual DST register %{d.slot.id} was not allocated", c)
+        top = d.slot if isinstance(d.slot, int) else self.analyzer.const_int_bound(d.slot).max_value
+        if top >= self.p.dst_capacity:
+            self.fail("dst-capacity", f"DST index {d.slot} reaches {top}; DST holds {self.p.dst_capacity} tiles "
+                                      f"in this accumulation mode", c)
+
+    def fmt(self, a) -> str | None:
+        return self.p.cbs[a.name].fmt if isinstance(a, CB) else None
+
+    def compute(self, c: Call, spec):
+        if spec.kind == "startup":
+            self.fail("init", "compute_kernel_hw_startup inside the kernel body", c)
+        if spec.kind == "init":
+            self.state[spec.unit] = (c.op, c.args)
+        elif c.op == "pack_reconfig_data_format":
+            self.state["pack"] = self.fmt(c.args[0])
+        elif spec.kind == "reconfig":
+            regs = ("srca", "srcb") if c.op == "reconfig_data_format" else ("srca",)
+            for r, a in zip(regs, c.args):
+                self.state[r] = self.fmt(a)
+            if self.state["fpu"] is not None:
+                self.state["fpu"] = ("stale", self.state["fpu"][0])
+        elif spec.kind == "pack":
+            if self.phase != "packing":
+                self.fail("dst-phase", f"pack_tile in phase {self.phase}", c)
+            if self.state["pack"] != self.fmt(c.args[1]):
+                self.fail("src-format", f"pack_tile into {c.args[1].name} ({self.fmt(c.args[1])}) with the packer "
+                                        f"configured for {self.state['pack']}", c)
+        else:
+            self.tile_op(c, spec)
+
+    def tile_op(self, c: Call, spec):
+        if self.phase != "math":
+            self.fail("dst-phase", f"{c.op} outside tile_regs_acquire/commit (phase {self.phase})", c)
+        have = self.state[spec.unit]
+        if have is not None and have[0] == "stale":
+            self.fail("reconfig-order", f"{c.op} after a data-format reconfiguration that followed {have[1]}; "
+                                        f"call {spec.init} after the reconfiguration", c)
+        if have is None or have[0] != spec.init or any(have[1][i] != c.args[i] for i in spec.init_args):
+            self.fail("init", f"{c.op} without {spec.init} for its operands (last init: "
+                              f"{have[0] if have else 'none'})", c)
+        srcs = {"copy_tile": ("srca",), "transpose_tile": ("srca",), "matmul_tiles": ("srcb", "srca")}.get(
+            c.op, ("srca", "srcb") if spec.unit == "fpu" else ())
+        for reg, a in zip(srcs, c.args):
+            if self.state[reg] != self.fmt(a):
+                self.fail("src-format", f"{c.op} reads {a.name} ({self.fmt(a)}) through {reg} configured for "
+                                        f"{self.state[reg]}", c)
+
+
+def _norm(counts: dict) -> dict:
+    return {k: v for k, v in counts.items() if v}
+
+
+def _static(e) -> bool:
+    return isinstance(e, (int, tirx.IntImm))
+
+
+def _first_call(body):
+    for n in body:
+        if isinstance(n, Call):
+            return n
+        if isinstance(n, For):
+            found = _first_call(n.body)
+            if found:
+                return found
+    return None
+
+
+def _pages(body, op: str, cb: str, analyzer, mult=1):
+    total = 0
+    for n in body:
+        if isinstance(n, For):
+            total = total + _pages(n.body, op, cb, analyzer, mult * n.extent if not n.note.startswith("persistent")
+                                   else mult)
+        elif isinstance(n, Call) and n.op == op and isinstance(n.args[0], CB) and n.args[0].name == cb:
+            total = total + mult * n.args[1]
+    return analyzer.simplify(total) if isinstance(total, tirx.PrimExpr) else total
+
+
+def _check_pages(program: Program):
+    analyzer = tvm.arith.Analyzer()
+    for name, info in program.cbs.items():
+        if info.producer == ("compute",) and info.consumer == ("compute",):
+            continue
+        pushed = sum(_pages(program.kernels[r].body, "cb_push_back", name, analyzer) for r in info.producer)
+        popped = sum(_pages(program.kernels[r].body, "cb_pop_front", name, analyzer) for r in info.consumer)
+        if not analyzer.can_prove_equal(tirx.const(0, "int64") + pushed, tirx.const(0, "int64") + popped):
+            raise TTVerifyError("cb-pages", f"{'+'.join(info.producer)} pushes {pushed} page(s) of {name} per block, "
+                                f"{'+'.join(info.consumer)} pops {popped}", kernel="+".join(info.consumer),
+                                op=name, source=program.source)
+
+
+def verify_program(program: Program, l1_budget: int, num_cbs: int, cb_bytes: dict) -> Program:
+    total = sum(cb_bytes.values())
+    if total > l1_budget:
+        raise TTVerifyError("l1-budget", f"CBs need {total} B of L1, the kernels can use {l1_budget} B",
+                            kernel="host", op="CreateCircularBuffer", source=program.source)
+    for info in program.cbs.values():
+        if not 0 <= info.index < num_cbs:
+            raise TTVerifyError("l1-budget", f"CB index {info.index} of {info.name} does not exist ({num_cbs} CBs)",
+                                kernel="host", op="CreateCircularBuffer", source=program.source)
+    for role, kernel in program.kernels.items():
+        _Verifier(program, role).run(kernel)
+    _check_pages(program)
+    return program
