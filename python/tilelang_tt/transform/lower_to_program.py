@@ -277,7 +277,7 @@ class LowerToProgram:
             reload += loop("i", sub, lambda i: [Call("copy_tile", (cc, i, Dst(i)), note)])
             reload += [Call("cb_pop_front", (cc, sub), note)]
             math = loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
-                "k", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
+                "kt", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
             return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
                     + self.pack(cc, sub, note))
 

@@ -245,7 +245,9 @@ class _Lowerer:
                                          construct=what, source=self.src,
                                          fix="TT readers move whole tiles at addresses known per block; gather rows "
                                              "on the host or restructure the kernel")
-            offs = [_affine_offset(indices[0], vi, self.analyzer), _affine_offset(indices[1], vj, self.analyzer)]
+            # the user's names where the index is plainly affine; let-bound values (`y = by * 64 + i`) otherwise
+            offs = [_affine_offset(ix, v, self.plain) if _affine_offset(ix, v, self.plain) is not None
+                    else _affine_offset(ix, v, self.analyzer) for ix, v in ((indices[0], vi), (indices[1], vj))]
             if offs[0] is None or offs[1] is None:
                 raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
                                          construct=what, source=self.src,
