@@ -187,17 +187,21 @@ class _Lowerer:
     def lower_parallel(self, loop: tirx.For):
         what = describe(loop)
         note = f"T.Parallel: {tilelang_text(loop.body.body if isinstance(loop.body, tirx.For) else loop.body)}"
-        loops, body = [], loop
-        while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
-            loops.append(body)
-            body = body.body
-        if isinstance(body, tirx.SeqStmt) and all(isinstance(b, tirx.Bind) for b in body.seq[:-1]):
-            # `x = A[i, j]` inside the body: inline the local values into the store
-            store, env = body.seq[-1], {}
-            for b in body.seq[:-1]:
-                env[b.var] = tirx.stmt_functor.substitute(b.value, env)
-            if isinstance(store, tirx.BufferStore):
-                body = tirx.BufferStore(store.buffer, tirx.stmt_functor.substitute(store.value, env), store.indices)
+        loops, body, env = [], loop, {}
+        while True:
+            if isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+                loops.append(body)
+                body = body.body
+            elif isinstance(body, tirx.SeqStmt) and all(isinstance(b, tirx.Bind) for b in body.seq[:-1]):
+                # `y = by * 32 + i` / `x = A[i, j]` between or inside the loops: inline the local values
+                for b in body.seq[:-1]:
+                    env[b.var] = tirx.stmt_functor.substitute(b.value, env)
+                body = body.seq[-1]
+            else:
+                break
+        if env and isinstance(body, tirx.BufferStore):
+            sub = tirx.stmt_functor.substitute
+            body = tirx.BufferStore(body.buffer, sub(body.value, env), [sub(ix, env) for ix in body.indices])
         calls = []
         tirx.stmt_functor.post_order_visit(body, lambda n: calls.append(n) if isinstance(n, tirx.Call) else None)
         for c in calls:
@@ -303,6 +307,7 @@ class _Lowerer:
             return tirx.SeqStmt([self.lower(s, stages) for s in stmt.seq])
         if isinstance(stmt, tirx.SBlockRealize):
             block = stmt.block
+            self._check_block_fields(stmt)
             for buf in block.alloc_buffers:
                 self.add_tile_buffer(buf)
                 self.allocs.append(buf)
@@ -312,6 +317,9 @@ class _Lowerer:
                 return self.lower_parallel(stmt)
             if stmt.thread_binding is not None or stmt.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
                 raise TTUnsupportedError(f"loop kind {stmt.kind}", construct=describe(stmt), source=self.src)
+            if stmt.step is not None and not (isinstance(stmt.step, tirx.IntImm) and int(stmt.step) == 1):
+                raise TTUnsupportedError(f"a loop with step {stmt.step}", construct=describe(stmt), source=self.src,
+                                         fix="write the loop with unit step and compute the index from it")
             inner_stages = stages
             if "num_stages" in stmt.annotations:
                 inner_stages = max(1, int(stmt.annotations["num_stages"]))
@@ -355,6 +363,20 @@ class _Lowerer:
             raise TTUnsupportedError("a scalar store outside T.Parallel", construct=describe(stmt), source=self.src,
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")
         raise TTUnsupportedError(f"statement {type(stmt).__name__}", construct=describe(stmt), source=self.src)
+
+    def _check_block_fields(self, realize):
+        """A block is dissolved: fields that would change its meaning are refused, never dropped."""
+        block, what = realize.block, describe(realize)
+        if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate) == 1):
+            raise TTUnsupportedError(f"a block predicate ({realize.predicate})", construct=what, source=self.src,
+                                     fix="guard with tile-level arithmetic instead of a block predicate")
+        for field, value in (("iteration variables", block.iter_vars), ("match_buffer", block.match_buffers)):
+            if len(value):
+                raise TTUnsupportedError(f"a block with {field}", construct=what, source=self.src,
+                                         fix="write the kernel with T.Kernel, tile buffers and tile operators")
+        if block.init is not None:
+            raise TTUnsupportedError("a block with an init statement", construct=what, source=self.src,
+                                     fix="initialise fragments with T.clear / T.fill")
 
     # -- CB table --------------------------------------------------------------------------------------
     def _allocate_index(self, role: str, used: set) -> int:
