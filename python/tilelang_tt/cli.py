@@ -1,4 +1,6 @@
 """``tilelang-tt compile FILE.py:FUNC --out DIR [--arch ARCH] [--max-cores N]``: emit without executing.
+``tilelang-tt check DIR``: check an artifact against the real TT-Metalium 0.81 SDK.
+``tilelang-tt run DIR --out OUT [--input NAME=FILE.npy ...] [--seed N]``: run it on tt-sim (run_artifact.py).
 
 FUNC is a ``@T.prim_func`` in FILE, or a zero-argument callable returning one.
 """
@@ -44,9 +46,19 @@ def main(argv=None) -> int:
     comp.add_argument("--max-cores", type=int, default=None)
     chk = sub.add_parser("check", help="check an artifact against the real TT-Metalium 0.81 headers and library")
     chk.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
+    run = sub.add_parser("run", help="run an artifact on tt-sim (the CPU emulator) with inputs from .npy files")
+    run.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input tensor")
+    run.add_argument("--seed", type=int, default=None, help="seeded random normal values for inputs not given")
+    run.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="a symbolic dimension")
+    run.add_argument("--out", required=True, type=Path, help="directory for NAME.npy outputs and report.json")
+    run.add_argument("--no-strict", dest="strict", action="store_false",
+                     help="ask the emulator for its lenient mode (strict is the default)")
     args = parser.parse_args(argv)
     if args.command == "check":
         return _check(args.artifact)
+    if args.command == "run":
+        return _run(args)
 
     import tilelang_tt  # noqa: F401
     from tilelang_tt.artifact import write_artifact
@@ -84,6 +96,27 @@ def _check(artifact: Path) -> int:
         print(f"error: {result.first_error()}", file=sys.stderr)
         return 1
     print(f"all checks passed in {result.seconds:.2f} s")
+    return 0
+
+
+def _run(args) -> int:
+    from tilelang_tt.errors import TTError
+    from tilelang_tt.run_artifact import _pairs, run_artifact
+
+    try:
+        outcome = run_artifact(args.artifact, args.out, _pairs(args.input, "--input"), seed=args.seed,
+                               dims=_pairs(args.dim, "--dim"), strict=args.strict)
+    except TTError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if outcome.status != 0:
+        print(f"error: {outcome.report['error']}", file=sys.stderr)
+        return outcome.status
+    total = outcome.report["report"].get("total", {})
+    print(f"ran {outcome.report['kernel']} on tt-sim ({outcome.report['arch']}) in "
+          f"{outcome.report['report'].get('wall_seconds', 0.0):.2f} s; {len(total)} counters in report.json")
+    for name, path in outcome.report["outputs"].items():
+        print(f"wrote {name}: {path}")
     return 0
 
 

@@ -312,7 +312,8 @@ def check_protocol(code: str, plan: dict) -> list[str]:
             problems.append(f"host.cpp creates device buffer {b['name']} with (page size, size) = "
                             f"({m.group(1)}, {m.group(2)}), but the plan says ({b['page_size']}, {b['bytes']})")
         if b["io"] in ("input", "inout") and not re.search(rf"\bEnqueueWriteMeshBuffer\(\s*cq,\s*{name}\b", code):
-            problems.append(f"host.cpp never writes input {b['name']} to the device (distributed::EnqueueWriteMeshBuffer)")
+            problems.append(f"host.cpp never writes input {b['name']} to the device "
+                            "(distributed::EnqueueWriteMeshBuffer)")
         if b["io"] in ("output", "inout") and not re.search(
                 rf"\bEnqueueReadMeshBuffer\(\s*cq,\s*\w+,\s*{name}\b", code):
             problems.append(f"host.cpp never reads output {b['name']} back (distributed::EnqueueReadMeshBuffer)")

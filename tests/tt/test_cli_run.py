@@ -1,0 +1,139 @@
+"""`tilelang-tt run ARTIFACT_DIR`: an artifact run on tt-sim from .npy inputs, outputs and report written to --out.
+
+A compiled GEMM run through the CLI matches torch; sabotaged artifacts exit 1 with the sanitizer's message;
+bad inputs exit 2 with a message naming the input and the problem.
+"""
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tilelang
+import torch
+
+from examples import kernels as K
+from tilelang_tt import cli
+
+M, N, KD = 64, 96, 128
+
+
+@pytest.fixture(scope="module")
+def gemm_dir():
+    return tilelang.compile(K.design_gemm(M, N, KD), target={"kind": "tt", "max_cores": 4}).artifact_dir
+
+
+def _run(capsys, *argv):
+    rc = cli.main(["run", *map(str, argv)])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def _bf16(x: torch.Tensor) -> np.ndarray:
+    return x.to(torch.bfloat16).float().numpy()
+
+
+def test_gemm_from_npy_matches_torch(gemm_dir, tmp_path, capsys):
+    torch.manual_seed(3)
+    a, b = _bf16(torch.randn(M, KD)), _bf16(torch.randn(KD, N))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    out = tmp_path / "out"
+    rc, stdout, err = _run(capsys, gemm_dir, "--input", f"A={tmp_path / 'a.npy'}", "--input",
+                           f"B={tmp_path / 'b.npy'}", "--out", out)
+    assert rc == 0, err
+    assert f"wrote C: {out / 'C.npy'}" in stdout
+    c = np.load(out / "C.npy")
+    assert c.shape == (M, N) and c.dtype == np.float32
+    ref = torch.from_numpy(a) @ torch.from_numpy(b)
+    err_max = (torch.from_numpy(c) - ref).abs().max()
+    assert err_max <= (KD // 32) * 2**-8 * ref.abs().max(), err_max
+    report = json.loads((out / "report.json").read_text())
+    assert report["ok"] is True and report["strict"] is True
+    assert report["inputs"]["A"] == str((tmp_path / "a.npy").resolve())
+    assert report["report"]["total"]["matmul_tiles"] == (M // 32) * (N // 32) * (KD // 32)
+    np.testing.assert_array_equal(np.load(out / "inputs" / "A.npy"), a)
+
+
+def test_seeded_random_inputs_are_reproducible(gemm_dir, tmp_path, capsys):
+    runs = {}
+    for name, seed in (("s1", 7), ("s1_again", 7), ("s2", 8)):
+        rc, _, err = _run(capsys, gemm_dir, "--seed", seed, "--out", tmp_path / name)
+        assert rc == 0, err
+        runs[name] = np.load(tmp_path / name / "C.npy")
+    np.testing.assert_array_equal(runs["s1"], runs["s1_again"])
+    assert not np.array_equal(runs["s1"], runs["s2"])
+    a, b = (np.load(tmp_path / "s1" / "inputs" / f"{n}.npy") for n in "AB")
+    ref = torch.from_numpy(_bf16(torch.from_numpy(a))) @ torch.from_numpy(_bf16(torch.from_numpy(b)))
+    assert (torch.from_numpy(runs["s1"]) - ref).abs().max() <= (KD // 32) * 2**-8 * ref.abs().max()
+    assert json.loads((tmp_path / "s2" / "report.json").read_text())["inputs"]["B"] == "random normal, seed 8"
+
+
+def _sabotaged(gemm_dir, tmp_path, pattern):
+    broken = tmp_path / "broken"
+    shutil.copytree(gemm_dir, broken)
+    reader = broken / "kernels" / "reader.cpp"
+    text = reader.read_text()
+    cut = re.sub(pattern, "", text, flags=re.M)
+    assert cut != text, f"{pattern!r} matches nothing in the generated reader"
+    reader.write_text(cut)
+    return broken
+
+
+def test_deleted_push_back_exits_with_sanitizer_message(gemm_dir, tmp_path, capsys):
+    broken = _sabotaged(gemm_dir, tmp_path, r"^.*\bcb_push_back\(.*\n")
+    rc, _, err = _run(capsys, broken, "--seed", 1, "--out", tmp_path / "out")
+    assert rc == 1
+    assert re.search(r"(?s)error: tt-sim \(gemm\): deadlock: every unfinished kernel is blocked.*cb_wait_front", err), err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["ok"] is False and "deadlock" in report["error"]
+    assert not (tmp_path / "out" / "C.npy").exists()
+
+
+def test_deleted_read_barrier_exits_with_sanitizer_message(gemm_dir, tmp_path, capsys):
+    broken = _sabotaged(gemm_dir, tmp_path, r"^.*\bnoc_async_read_barrier\(\);.*\n")
+    rc, _, err = _run(capsys, broken, "--seed", 1, "--out", tmp_path / "out")
+    assert rc == 1, "the emulator ran a reader without its read barrier to completion"
+    # the emulator names the missing barrier (its wording is being made stricter: match what it must mention)
+    assert re.search(r"error: tt-sim \(gemm\): .*reader.*kernels/reader\.cpp:\d+: "
+                     r".*(noc_async_read_barrier|NoC read)", err), err
+
+
+def test_lenient_flag_is_passed_on(gemm_dir, tmp_path, capsys):
+    rc, _, err = _run(capsys, gemm_dir, "--seed", 1, "--no-strict", "--out", tmp_path / "out")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["strict"] is False
+
+
+@pytest.mark.parametrize("case", [
+    ("missing_file", lambda d: ["--input", f"A={d / 'nope.npy'}"],
+     r"error: tilelang-tt run: input A: \S*nope\.npy does not exist"),
+    ("wrong_shape", lambda d: ["--input", f"A={d / 'small.npy'}", "--seed", "1"],
+     r"error: tilelang-tt run: input A: \S*small\.npy has shape \[32, 128\], the artifact was compiled for \[64, 128\]"),
+    ("wrong_rank", lambda d: ["--input", f"A={d / 'flat.npy'}", "--seed", "1"],
+     r"error: tilelang-tt run: input A: \S*flat\.npy has shape \[8192\], the artifact was compiled for \[64, 128\]"),
+    ("not_npy", lambda d: ["--input", f"A={d / 'text.npy'}", "--seed", "1"],
+     r"error: tilelang-tt run: input A: \S*text\.npy is not a \.npy array"),
+    ("unknown_name", lambda d: ["--input", f"Z={d / 'small.npy'}"],
+     r"error: tilelang-tt run: --input Z: the kernel has no tensor Z \(it has A, B, C\)"),
+    ("output_as_input", lambda d: ["--input", f"C={d / 'small.npy'}"],
+     r"error: tilelang-tt run: --input C: C is an output of the kernel"),
+    ("no_input_no_seed", lambda d: ["--input", f"A={d / 'a.npy'}"],
+     r"(?s)error: tilelang-tt run: no input for B.*pass --input B=FILE\.npy, or --seed N"),
+    ("not_name_value", lambda d: ["--input", "A"], r"error: tilelang-tt run: --input 'A' is not NAME=VALUE"),
+], ids=lambda c: c[0])
+def test_bad_inputs_exit_2_with_a_clear_error(case, gemm_dir, tmp_path, capsys):
+    _, args, message = case
+    np.save(tmp_path / "small.npy", np.zeros((32, 128), np.float32))
+    np.save(tmp_path / "flat.npy", np.zeros(8192, np.float32))
+    np.save(tmp_path / "a.npy", np.zeros((M, KD), np.float32))
+    (tmp_path / "text.npy").write_text("not an array")
+    rc, _, err = _run(capsys, gemm_dir, *args(tmp_path), "--out", tmp_path / "out")
+    assert rc == 2, err
+    assert re.search(message, err), err
+
+
+def test_not_an_artifact(tmp_path, capsys):
+    rc, _, err = _run(capsys, tmp_path, "--seed", 1, "--out", tmp_path / "out")
+    assert rc == 2 and "has no tt.plan.json" in err
