@@ -74,6 +74,9 @@ MUTATIONS = [
     ("removed_compute_runtime_args", "removed call",
      "SetRuntimeArgs(program, compute, core, compute_args);", "",
      r"never sets the compute kernel's runtime args \(SetRuntimeArgs\)"),
+    ("removed_include", "removed include",
+     "#include <tt-metalium/tensor_accessor_args.hpp>\n", "",
+     r"host.cpp does not #include <tt-metalium/tensor_accessor_args.hpp>"),
     ("read_before_run", "call order",
      "distributed::EnqueueMeshWorkload(cq, workload, false);\n    std::vector<uint32_t> C_result;\n"
      "    distributed::EnqueueReadMeshBuffer(cq, C_result, C, true);",

@@ -20,9 +20,11 @@ the compiler's message. docs/real_sdk.md lists what is and is not checked.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -261,19 +263,36 @@ def _host_headers(lib_path: str, version: str) -> HostHeaders:
         text = re.sub(rf"// @FREE {re.escape(ns)}$", lambda _: "\n".join(decls), text, flags=re.M)
     root = cache_root() / f"host-decls-{version}"
     if not (root / ".complete").is_file():
-        with staged_directory(root, replace=True) as tmp:
+        with staged_directory(root) as tmp:   # another process may build the same content: either copy serves
             inc = tmp / "tt-metalium"
             inc.mkdir()
             (inc / "host_api.hpp").write_text(text)
             for name in ("distributed.hpp", "tensor_accessor_args.hpp"):
                 (inc / name).write_text('#pragma once\n#include "host_api.hpp"\n')
+            (tmp / "pch.hpp").write_text("#include <tt-metalium/host_api.hpp>\n")
             (tmp / ".complete").write_text(version + "\n")
+    _precompile(root)
     return HostHeaders(root, declared, skipped)
 
 
-def include_flags(headers: HostHeaders) -> list[str]:
+def _precompile(root: Path) -> None:
+    """A precompiled pch.hpp (the declarations and the standard headers they pull in): a host check then takes
+    about 0.4 s instead of 1.2 s. Without it (an error, another compiler) pch.hpp is simply parsed."""
+    gch = root / "pch.hpp.gch"
+    if gch.is_file():
+        return
+    tmp = gch.with_name(f"pch.hpp.gch.{os.getpid()}.{threading.get_ident()}")
+    proc = subprocess.run([CXX, *[f for f in FLAGS if f != "-fsyntax-only"], *include_flags(root), "-x", "c++-header",
+                           str(root / "pch.hpp"), "-o", str(tmp)], capture_output=True, text=True)
+    if proc.returncode == 0:
+        os.replace(tmp, gch)
+    else:
+        tmp.unlink(missing_ok=True)
+
+
+def include_flags(root: Path) -> list[str]:
     sdk = headers_dir() / "tt_metal"
-    return [f"-I{headers.include}", f"-I{sdk / 'api'}", f"-I{sdk / 'hostdevcommon' / 'api'}"]
+    return [f"-I{root}", f"-I{sdk / 'api'}", f"-I{sdk / 'hostdevcommon' / 'api'}"]
 
 
 # Calls without which the program compiles but does not do its job, in the order they must come.
@@ -293,6 +312,9 @@ def check_protocol(code: str, plan: dict) -> list[str]:
     """The host program against tt.plan.json: every buffer, circular buffer (index, format, page size), kernel and
     runtime-arg call the plan needs is there, and the device calls come in a working order."""
     problems, last = [], (-1, "")
+    for header in ("host_api.hpp", "distributed.hpp", "tensor_accessor_args.hpp"):
+        if not re.search(rf"^\s*#\s*include\s*<tt-metalium/{re.escape(header)}>", code, re.M):
+            problems.append(f"host.cpp does not #include <tt-metalium/{header}>")
     for call, pattern, missing in _PROTOCOL:
         m = re.search(pattern, code)
         if m is None:
@@ -343,7 +365,10 @@ def check_host(host_cpp: Path, plan: dict | None = None) -> HostCheck:
         raise TTCheckError(f"{CXX} is not installed", construct="host check", fix="apt-get install g++")
     headers = host_headers()
     host_cpp = Path(host_cpp)
-    proc = subprocess.run([CXX, *FLAGS, *include_flags(headers), str(host_cpp)], capture_output=True, text=True)
+    # -include: the precompiled declarations come first (host.cpp's own #includes of them are then no-ops; that
+    # it has them is checked in check_protocol)
+    proc = subprocess.run([CXX, *FLAGS, *include_flags(headers.include), "-include", str(headers.include / "pch.hpp"),
+                           str(host_cpp)], capture_output=True, text=True)
     code = re.sub(r"//[^\n]*", "", host_cpp.read_text())
     checked = {}
     for qual, syms in sorted(headers.declared.items()):
