@@ -1,0 +1,162 @@
+// tt-sim: circular buffers: runtime args, cb_reserve_back/push_back/wait_front/pop_front, CB placement in L1.
+
+#include <algorithm>
+
+#include "sim_internal.hpp"
+
+namespace tt_sim {
+
+CBState& cb_of(uint32_t cb, uint32_t line) {
+    Task& t = cur();
+    if (cb >= kMaxCBs || !t.core->cbs[cb].configured) {
+        kernel_error(line, format("circular buffer %u is not configured on this core (CreateCircularBuffer)", cb));
+    }
+    return t.core->cbs[cb];
+}
+
+// =========================================================================================================
+// kernel API: args and circular buffers
+uint32_t arg(int index, uint32_t line) {
+    Task& t = cur();
+    auto it = t.kernel->runtime_args.find({t.core->x, t.core->y});
+    if (it == t.kernel->runtime_args.end() || index < 0 || static_cast<size_t>(index) >= it->second.size()) {
+        kernel_error(line, format("get_arg_val(%d): only %zu runtime args were set for this core", index,
+                                  it == t.kernel->runtime_args.end() ? size_t{0} : it->second.size()));
+    }
+    return it->second[static_cast<size_t>(index)];
+}
+
+uint32_t common_arg(int index, uint32_t line) {
+    Task& t = cur();
+    if (index < 0 || static_cast<size_t>(index) >= t.kernel->common_args.size()) {
+        kernel_error(line, format("get_common_arg_val(%d): only %zu common runtime args were set", index,
+                                  t.kernel->common_args.size()));
+    }
+    return t.kernel->common_args[static_cast<size_t>(index)];
+}
+
+namespace {
+
+// A reservation/pop of n pages from ring position `ptr` must fit in the CB and must not wrap its end.
+void check_ring(const CBState& s, uint32_t cb, uint32_t n, uint32_t ptr, uint32_t line, const char* op) {
+    if (n > s.num_pages) {
+        kernel_error(line, format("%s(%u, %u): the CB holds only %u pages", op, cb, n, s.num_pages));
+    }
+    if (ptr + n > s.num_pages) {
+        kernel_error(line, format("%s(%u, %u) would wrap around the end of the %u-page ring (pointer at page %u); "
+                                  "pushes and pops must add up to the CB size", op, cb, n, s.num_pages, ptr));
+    }
+}
+
+}  // namespace
+
+void cb_reserve_back(uint32_t cb, uint32_t n, uint32_t line) {
+    CBState& s = cb_of(cb, line);
+    check_ring(s, cb, n, s.wr_ptr, line, "cb_reserve_back");
+    block_until([&] { return s.num_pages - (s.received - s.acked) >= n; }, line,
+                format("cb_reserve_back(cb=%u, n=%u) [%u of %u pages in use]", cb, n, s.received - s.acked,
+                       s.num_pages));
+    s.reserved = n;
+    s.packed = 0;
+}
+
+void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
+    CBState& s = cb_of(cb, line);
+    Task& t = cur();
+    if (n > s.reserved) {
+        kernel_error(line, format("cb_push_back(%u, %u) pushes more pages than were reserved (%u)", cb, n, s.reserved));
+    }
+    if (t.outstanding_reads && s.pending_reads) {
+        kernel_error(line, format("cb_push_back(%u, %u) publishes pages whose NoC reads were not completed: call "
+                                  "noc_async_read_barrier() first", cb, n));
+    }
+    if (t.role == Role::Compute && s.packed > 0 && s.packed < n) {
+        kernel_error(line, format("cb_push_back(%u, %u) but only %u tiles were packed", cb, n, s.packed));
+    }
+    s.received += n;
+    s.wr_ptr = (s.wr_ptr + n) % s.num_pages;
+    s.reserved -= n;
+    s.packed = 0;
+    s.high_water = std::max(s.high_water, s.received - s.acked);
+    sim().progress++;
+}
+
+void cb_wait_front(uint32_t cb, uint32_t n, uint32_t line) {
+    CBState& s = cb_of(cb, line);
+    if (n > s.num_pages) {
+        kernel_error(line, format("cb_wait_front(%u, %u): the CB holds only %u pages", cb, n, s.num_pages));
+    }
+    block_until([&] { return s.received - s.acked >= n; }, line,
+                format("cb_wait_front(cb=%u, n=%u) [%u pages pushed, %u popped]", cb, n, s.received, s.acked));
+    s.waited = std::max(s.waited, n);
+}
+
+void cb_pop_front(uint32_t cb, uint32_t n, uint32_t line) {
+    CBState& s = cb_of(cb, line);
+    if (n > s.waited) {
+        kernel_error(line, format("cb_pop_front(%u, %u) pops more pages than were waited for (%u)", cb, n, s.waited));
+    }
+    check_ring(s, cb, n, s.rd_ptr, line, "cb_pop_front");
+    s.acked += n;
+    s.rd_ptr = (s.rd_ptr + n) % s.num_pages;
+    s.waited -= n;
+    sim().progress++;
+}
+
+uint32_t cb_write_ptr(uint32_t cb, uint32_t line) {
+    CBState& s = cb_of(cb, line);
+    if (s.reserved == 0) kernel_error(line, format("get_write_ptr(%u) without a pending cb_reserve_back", cb));
+    return s.base + s.wr_ptr * s.page_size;
+}
+
+uint32_t cb_read_ptr(uint32_t cb, uint32_t line) {
+    CBState& s = cb_of(cb, line);
+    if (s.waited == 0) kernel_error(line, format("get_read_ptr(%u) without a preceding cb_wait_front", cb));
+    return s.base + s.rd_ptr * s.page_size;
+}
+
+uint32_t cb_tile_size(uint32_t cb, uint32_t line) { return tile_bytes(cb_of(cb, line).fmt); }
+
+uint32_t cb_pages_reservable(uint32_t cb, uint32_t n) {
+    CBState& s = cb_of(cb, 0);
+    return s.num_pages - (s.received - s.acked) >= n ? 1u : 0u;
+}
+
+uint32_t cb_pages_available(uint32_t cb, uint32_t n) {
+    CBState& s = cb_of(cb, 0);
+    return s.received - s.acked >= n ? 1u : 0u;
+}
+
+// Place one CircularBufferConfig's CBs in `core`'s L1 at `next` (advanced past them).
+void configure_cb(const Device& dev, Core& core, const host::CBSpec& spec, uint32_t& next) {
+    if (next + spec.total_size > dev.arch.l1_bytes) {
+        die(format("circular buffers on core (x=%u, y=%u) need %u bytes of L1 above the %u-byte firmware area, "
+                   "more than the %u bytes of %s", core.x, core.y, next - kL1Base + spec.total_size, kL1Base,
+                   dev.arch.l1_bytes, dev.arch.name));
+    }
+    for (const auto& [index, fmt] : spec.formats) {
+        if (index >= dev.arch.num_cbs) {
+            die(format("CircularBufferConfig: CB index %u exceeds the %u CBs of %s", index, dev.arch.num_cbs,
+                       dev.arch.name));
+        }
+        if (tile_bytes(fmt) == 0) die(format("CB %u: data format %u is not emulated", index, fmt));
+        CBState& s = core.cbs[index];
+        if (s.configured) die(format("CB %u is configured twice on core (x=%u, y=%u)", index, core.x, core.y));
+        uint32_t page = 0;
+        for (const auto& [pi, ps] : spec.page_sizes) {
+            if (pi == index) page = ps;
+        }
+        if (page == 0 || spec.total_size % page != 0) {
+            die(format("CB %u: total size %u is not a multiple of its page size %u (set_page_size)", index,
+                       spec.total_size, page));
+        }
+        s.configured = true;
+        s.fmt = fmt;
+        s.base = next;
+        s.page_size = page;
+        s.num_pages = spec.total_size / page;
+    }
+    next += (spec.total_size + 15) / 16 * 16;
+}
+
+}  // namespace tt_sim

@@ -1,0 +1,231 @@
+// tt-sim: NoC and DRAM: interleaved buffers in DRAM banks, NoC reads/writes between DRAM and L1, barriers.
+
+#include <cstring>
+
+#include "sim_internal.hpp"
+
+namespace tt_sim {
+
+uint8_t* l1_ptr(Core& core, uint32_t addr, uint32_t size, uint32_t line) {
+    if (static_cast<uint64_t>(addr) + size > core.l1.size()) {
+        kernel_error(line, format("L1 access [0x%x, 0x%x) is outside the core's %zu-byte L1", addr, addr + size,
+                                  core.l1.size()));
+    }
+    return core.l1.data() + addr;
+}
+
+// =========================================================================================================
+// kernel API: NoC
+namespace {
+
+Buffer& buffer_at(uint32_t base, bool dram, uint32_t line) {
+    for (Buffer& b : sim().buffers) {
+        if (b.base == base && b.dram == dram) return b;
+    }
+    kernel_error(line, format("no %s buffer starts at address 0x%x", dram ? "DRAM" : "L1", base));
+}
+
+}  // namespace
+
+uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint32_t line, const char* op) {
+    if (page >= b.num_pages) {
+        kernel_error(line, format("%s: page %u is outside the buffer at 0x%x (%u pages)", op, page, b.base, b.num_pages));
+    }
+    if (offset + size > b.page_size) {
+        kernel_error(line, format("%s: %u bytes at offset %u overrun the %u-byte page", op, size, offset, b.page_size));
+    }
+    Device& dev = *sim().devices.back();
+    auto& banks = b.dram ? dev.dram_banks : dev.l1_banks;
+    const uint32_t nbanks = static_cast<uint32_t>(banks.size());
+    auto& bank = banks[page % nbanks];
+    const uint64_t at = b.base + static_cast<uint64_t>(page / nbanks) * b.aligned_page + offset;
+    if (at + size > bank.size()) bank.resize(at + size, 0);
+    return bank.data() + at;
+}
+
+namespace {
+
+// The destination of a NoC read must lie in pages this task has reserved in some CB of its core.
+CBState* reserved_cb_covering(Core& core, uint32_t addr, uint32_t size) {
+    for (CBState& s : core.cbs) {
+        if (!s.configured || s.reserved == 0) continue;
+        const uint32_t lo = s.base + s.wr_ptr * s.page_size;
+        const uint32_t hi = lo + s.reserved * s.page_size;
+        if (addr >= lo && addr + size <= hi) return &s;
+    }
+    return nullptr;
+}
+
+bool front_cb_covers(Core& core, uint32_t addr, uint32_t size) {
+    for (CBState& s : core.cbs) {
+        if (!s.configured || s.waited == 0) continue;
+        const uint32_t lo = s.base + s.rd_ptr * s.page_size;
+        const uint32_t hi = lo + s.waited * s.page_size;
+        if (addr >= lo && addr + size <= hi) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+void noc_read_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t offset,
+                   uint32_t line) {
+    Task& t = cur();
+    Buffer& b = buffer_at(base, is_dram, line);
+    const uint32_t size = page_size - offset;
+    CBState* cb = reserved_cb_covering(*t.core, l1_addr, size);
+    if (cb == nullptr) {
+        kernel_error(line, format("noc_async_read_page(%u) writes L1 [0x%x, 0x%x), which is not inside pages reserved "
+                                  "with cb_reserve_back", page, l1_addr, l1_addr + size));
+    }
+    uint8_t* src = page_ptr(b, page, offset, size, line, "noc_async_read_page");
+    if (!sim().protocol_only) std::memcpy(l1_ptr(*t.core, l1_addr, size, line), src, size);
+    cb->pending_reads = true;
+    t.outstanding_reads = true;
+    auto& c = t.core->counters;
+    (b.dram ? c.dram_read_bytes : c.noc_read_bytes) += size;
+    if (b.dram) c.noc_read_bytes += size;
+    c.pages_read++;
+}
+
+void noc_write_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t size,
+                    uint32_t offset, uint32_t line) {
+    Task& t = cur();
+    Buffer& b = buffer_at(base, is_dram, line);
+    if (size == 0) size = page_size;
+    if (!front_cb_covers(*t.core, l1_addr, size)) {
+        kernel_error(line, format("noc_async_write_page(%u) reads L1 [0x%x, 0x%x), which is not inside pages obtained "
+                                  "with cb_wait_front", page, l1_addr, l1_addr + size));
+    }
+    uint8_t* dst = page_ptr(b, page, offset, size, line, "noc_async_write_page");
+    if (!sim().protocol_only) std::memcpy(dst, l1_ptr(*t.core, l1_addr, size, line), size);
+    t.outstanding_writes = true;
+    auto& c = t.core->counters;
+    if (b.dram) c.dram_write_bytes += size;
+    c.noc_write_bytes += size;
+    c.pages_written++;
+}
+
+uint64_t noc_page_addr(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t offset) {
+    (void)page_size;
+    // (is_dram, buffer base, page, offset) packed so that noc_async_read/write can find the page again.
+    return (static_cast<uint64_t>(is_dram) << 63) | (static_cast<uint64_t>(base) << 32) |
+           (static_cast<uint64_t>(page) << 12) | offset;
+}
+
+uint64_t noc_local_addr(uint32_t l1_addr) {
+    const Task& t = cur();
+    return (1ull << 62) | (static_cast<uint64_t>(t.core->y) << 48) | (static_cast<uint64_t>(t.core->x) << 40) | l1_addr;
+}
+
+void noc_read(uint64_t src, uint32_t l1_addr, uint32_t size, uint32_t line) {
+    if ((src >> 62) == 1) {   // L1 of this core (e.g. the MEM_ZEROS_BASE region)
+        Task& t = cur();
+        const uint32_t y = static_cast<uint32_t>((src >> 48) & 0x3fff), x = static_cast<uint32_t>((src >> 40) & 0xff);
+        const uint32_t from = static_cast<uint32_t>(src & 0xffffffffu);
+        if (x != t.core->x || y != t.core->y) {
+            kernel_error(line, format("noc_async_read from core (x=%u, y=%u): reads from other cores' L1 are not "
+                                      "emulated", x, y));
+        }
+        CBState* cb = reserved_cb_covering(*t.core, l1_addr, size);
+        if (cb == nullptr) {
+            kernel_error(line, format("noc_async_read writes L1 [0x%x, 0x%x), which is not inside pages reserved with "
+                                      "cb_reserve_back", l1_addr, l1_addr + size));
+        }
+        const uint8_t* s = l1_ptr(*t.core, from, size, line);
+        if (!sim().protocol_only) std::memmove(l1_ptr(*t.core, l1_addr, size, line), s, size);
+        cb->pending_reads = true;
+        t.outstanding_reads = true;
+        t.core->counters.noc_read_bytes += size;
+        return;
+    }
+    const bool dram = (src >> 63) != 0;
+    const uint32_t base = static_cast<uint32_t>((src >> 32) & 0x7fffffffu);
+    const uint32_t page = static_cast<uint32_t>((src >> 12) & 0xfffffu);
+    const uint32_t offset = static_cast<uint32_t>(src & 0xfffu);
+    Buffer& b = buffer_at(base, dram, line);
+    if (size != b.page_size - offset) {
+        kernel_error(line, format("noc_async_read of %u bytes: tt-sim emulates page-sized reads only", size));
+    }
+    noc_read_page(base, dram, b.page_size, page, l1_addr, offset, line);
+}
+
+void noc_write(uint32_t l1_addr, uint64_t dst, uint32_t size, uint32_t line) {
+    const bool dram = (dst >> 63) != 0;
+    const uint32_t base = static_cast<uint32_t>((dst >> 32) & 0x7fffffffu);
+    const uint32_t page = static_cast<uint32_t>((dst >> 12) & 0xfffffu);
+    const uint32_t offset = static_cast<uint32_t>(dst & 0xfffu);
+    Buffer& b = buffer_at(base, dram, line);
+    noc_write_page(base, dram, b.page_size, page, l1_addr, size, offset, line);
+}
+
+void noc_read_barrier(uint32_t line) {
+    (void)line;
+    Task& t = cur();
+    t.outstanding_reads = false;
+    for (CBState& s : t.core->cbs) s.pending_reads = false;
+}
+
+void noc_write_barrier(uint32_t line) {
+    (void)line;
+    cur().outstanding_writes = false;
+}
+
+uint32_t my_core_x() { return cur().core->x; }
+uint32_t my_core_y() { return cur().core->y; }
+// ---------------------------------------------------------------------------------------------------------
+// host API: buffers
+namespace host {
+
+int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram) {
+    Device& dev = *sim().devices.at(static_cast<size_t>(device));
+    if (page_size == 0 || size % page_size != 0) {
+        die(format("MeshBuffer::create: size %llu is not a multiple of the page size %u",
+                   static_cast<unsigned long long>(size), page_size));
+    }
+    Buffer b;
+    b.size = size;
+    b.page_size = page_size;
+    b.num_pages = static_cast<uint32_t>(size / page_size);
+    b.dram = dram;
+    const uint32_t align = dram ? dev.arch.dram_alignment : 16;
+    b.aligned_page = (page_size + align - 1) / align * align;
+    const uint32_t nbanks = static_cast<uint32_t>(dram ? dev.dram_banks.size() : dev.l1_banks.size());
+    const uint64_t per_bank = static_cast<uint64_t>((b.num_pages + nbanks - 1) / nbanks) * b.aligned_page;
+    uint32_t& next = dram ? dev.dram_next : dev.l1_next;
+    b.base = next;
+    next = static_cast<uint32_t>(next + per_bank + align);
+    sim().buffers.push_back(b);
+    return static_cast<int>(sim().buffers.size() - 1);
+}
+
+uint32_t buffer_address(int buffer) { return sim().buffers.at(static_cast<size_t>(buffer)).base; }
+uint64_t buffer_size(int buffer) { return sim().buffers.at(static_cast<size_t>(buffer)).size; }
+uint32_t buffer_page_size(int buffer) { return sim().buffers.at(static_cast<size_t>(buffer)).page_size; }
+bool buffer_is_dram(int buffer) { return sim().buffers.at(static_cast<size_t>(buffer)).dram; }
+
+void buffer_write(int buffer, const void* data, size_t bytes) {
+    Buffer& b = sim().buffers.at(static_cast<size_t>(buffer));
+    if (bytes != b.size) {
+        die(format("EnqueueWriteMeshBuffer: %zu bytes for a %llu-byte buffer", bytes,
+                   static_cast<unsigned long long>(b.size)));
+    }
+    const uint8_t* src = static_cast<const uint8_t*>(data);
+    for (uint32_t p = 0; p < b.num_pages; ++p) {
+        std::memcpy(page_ptr(b, p, 0, b.page_size, 0, "EnqueueWriteMeshBuffer"), src + static_cast<size_t>(p) * b.page_size,
+                    b.page_size);
+    }
+}
+
+void buffer_read(int buffer, void* data, size_t bytes) {
+    Buffer& b = sim().buffers.at(static_cast<size_t>(buffer));
+    if (bytes != b.size) die("EnqueueReadMeshBuffer: size mismatch");
+    uint8_t* dst = static_cast<uint8_t*>(data);
+    for (uint32_t p = 0; p < b.num_pages; ++p) {
+        std::memcpy(dst + static_cast<size_t>(p) * b.page_size, page_ptr(b, p, 0, b.page_size, 0, "EnqueueReadMeshBuffer"),
+                    b.page_size);
+    }
+}
+
+}  // namespace host
+}  // namespace tt_sim

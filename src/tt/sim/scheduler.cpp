@@ -1,0 +1,149 @@
+// tt-sim: a CPU emulator of the TT-Metalium 0.81 API subset that tilelang-tt generates.
+//
+// Execution model
+// * A program places up to three kernels on each core: two data-movement kernels and one compute kernel.
+//   Each (core, kernel) pair is a cooperative task with its own stack (ucontext). One scheduler thread runs
+//   the tasks round-robin in a fixed order; a task runs until it blocks on a circular buffer (or finishes),
+//   so every run is deterministic and bit-identical.
+// * Kernels are compiled at run time with the host C++ compiler into shared objects (one per kernel and
+//   compile-time configuration), cached on disk by content hash, and loaded with dlopen.
+// * DRAM is a set of banks; a buffer's pages are interleaved round-robin over them (page p in bank p % N at
+//   base + (p / N) * aligned_page). Each core has an L1 of the device's size holding its circular buffers.
+// * Tiles keep TT's layout (32x32 = four 16x16 faces, faces row-major) in every buffer and CB.
+//
+// Numeric model (see docs/emulator.md): unpack is exact; DST holds fp32 values, rounded after every math
+// op to the 16-bit unpack format unless fp32_dest_acc_en; matmul products and sums are fp32 (math fidelity
+// is not modelled: every fidelity behaves like HiFi4); SFPU functions use libm in fp32; pack rounds to the
+// output CB's format with round-to-nearest-even.
+//
+// This file: tasks and the cooperative scheduler: one ucontext task per (core, kernel), round-robin, deadlock detection.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "sim_internal.hpp"
+
+namespace tt_sim {
+
+namespace {
+
+void task_trampoline(unsigned lo, unsigned hi) {
+    Task* t = reinterpret_cast<Task*>((static_cast<uintptr_t>(hi) << 32) | lo);
+    t->kernel->entry();
+    t->done = true;
+    sim().progress++;
+    swapcontext(&t->ctx, &sim().scheduler_ctx);
+}
+
+}  // namespace
+
+Sim& sim() {
+    static Sim instance;
+    return instance;
+}
+
+Task& cur() {
+    Task* t = sim().current;
+    if (t == nullptr) die("a kernel API function was called outside a running kernel");
+    return *t;
+}
+
+namespace host {
+
+void program_run(int device, int program) {
+    Device& dev = *sim().devices.at(static_cast<size_t>(device));
+    Program& p = *sim().programs.at(static_cast<size_t>(program));
+    load_kernels(p, dev);
+    const auto t0 = std::chrono::steady_clock::now();
+
+    // Cores used by any kernel, each with its L1 and CBs.
+    std::map<std::pair<uint32_t, uint32_t>, Core*> cores;
+    dev.run_cores.clear();
+    auto core_at = [&](uint32_t x, uint32_t y) -> Core& {
+        if (x >= dev.arch.grid_x || y >= dev.arch.grid_y) {
+            die(format("core (x=%u, y=%u) is outside the %ux%u compute grid of %s", x, y, dev.arch.grid_x,
+                       dev.arch.grid_y, dev.arch.name));
+        }
+        auto it = cores.find({y, x});
+        if (it != cores.end()) return *it->second;
+        auto core = std::make_unique<Core>();
+        core->x = x;
+        core->y = y;
+        core->l1.assign(dev.arch.l1_bytes, 0);
+        Core* raw = core.get();
+        dev.run_cores.push_back(std::move(core));
+        cores[{y, x}] = raw;
+        return *raw;
+    };
+    auto each_core = [&](const std::vector<Range>& ranges, const std::function<void(Core&)>& fn) {
+        for (const auto& r : ranges)
+            for (uint32_t y = r.y0; y <= r.y1; ++y)
+                for (uint32_t x = r.x0; x <= r.x1; ++x) fn(core_at(x, y));
+    };
+    std::map<Core*, uint32_t> l1_next;
+    for (const CBSpec& spec : p.cbs) {
+        each_core(spec.cores, [&](Core& core) {
+            configure_cb(dev, core, spec, l1_next.emplace(&core, kL1Base).first->second);
+        });
+    }
+
+    // One task per (kernel, core); two data-movement kernels on one core must use different processors.
+    std::vector<std::unique_ptr<Task>> tasks;
+    std::map<std::tuple<uint32_t, uint32_t, int>, std::string> slots;
+    for (auto& k : p.kernels) {
+        const int slot = k->spec.compute ? 2 : k->spec.processor;
+        each_core(k->spec.cores, [&](Core& core) {
+            auto key = std::make_tuple(core.x, core.y, slot);
+            if (slots.count(key)) {
+                die(format("kernels %s and %s both run on %s of core (x=%u, y=%u)", slots[key].c_str(),
+                           k->spec.path.c_str(), k->spec.compute ? "the compute TRISCs" : "the same RISC-V", core.x,
+                           core.y));
+            }
+            slots[key] = k->spec.path;
+            auto t = std::make_unique<Task>();
+            t->core = &core;
+            t->kernel = k.get();
+            t->role = k->spec.compute ? Role::Compute : (k->spec.processor == 1 ? Role::Reader : Role::Writer);
+            t->compute.fp32_acc = k->spec.fp32_dest_acc_en;
+            t->compute.capacity = (k->spec.dst_full_sync_en ? 16u : 8u) / (k->spec.fp32_dest_acc_en ? 2u : 1u);
+            t->stack.resize(512 * 1024);
+            getcontext(&t->ctx);
+            t->ctx.uc_stack.ss_sp = t->stack.data();
+            t->ctx.uc_stack.ss_size = t->stack.size();
+            t->ctx.uc_link = nullptr;
+            const uintptr_t ptr = reinterpret_cast<uintptr_t>(t.get());
+            makecontext(&t->ctx, reinterpret_cast<void (*)()>(task_trampoline), 2, static_cast<unsigned>(ptr & 0xffffffffu),
+                        static_cast<unsigned>(ptr >> 32));
+            tasks.push_back(std::move(t));
+        });
+    }
+
+    const double timeout = std::stod(env_or("TT_SIM_TIMEOUT", "300"));
+    size_t remaining = tasks.size();
+    while (remaining > 0) {
+        const uint64_t before = sim().progress;
+        for (auto& t : tasks) {
+            if (t->done) continue;
+            sim().current = t.get();
+            swapcontext(&sim().scheduler_ctx, &t->ctx);
+            sim().current = nullptr;
+            dev.scheduler_switches++;
+            if (t->done) remaining--;
+        }
+        if (remaining > 0 && sim().progress == before) die(deadlock_report(tasks));
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout) {
+            die(format("the run exceeded TT_SIM_TIMEOUT=%.0f s; ", timeout) + deadlock_report(tasks));
+        }
+    }
+
+    check_end_of_run(dev, tasks);
+    dev.last_run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void finish(int device) { (void)device; }
+}  // namespace host
+
+}  // namespace tt_sim

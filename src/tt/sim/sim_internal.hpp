@@ -1,0 +1,197 @@
+// tt-sim internal declarations shared by the emulator's source files (not installed).
+//
+// Layout by concern:
+//   host.cpp       host API objects: device, programs, kernels, CB/semaphore specs, runtime args
+//   scheduler.cpp  tasks and the cooperative scheduler (program_run), deadlock detection
+//   jit.cpp        kernel JIT: compile, cache and load the kernels
+//   cb.cpp         circular buffers: runtime args, reserve/push/wait/pop, CB placement in L1
+//   noc.cpp        NoC and DRAM: buffers, interleaved pages, NoC reads/writes and barriers
+//   numerics.cpp   data formats and rounding: unpack, pack, DST rounding
+//   compute.cpp    the compute kernel API: DST handshake, inits, tile ops
+//   sanitizer.cpp  errors, `where()` reporting, end-of-run checks
+//   counters.cpp   the run report
+#pragma once
+
+#include <ucontext.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tt_sim/device_api.hpp"
+#include "tt_sim/host_internal.hpp"
+
+namespace tt_sim {
+
+constexpr uint32_t kTileElems = 1024;
+constexpr uint32_t kMaxCBs = 64;
+constexpr uint32_t kL1Base = 0x20000;     // bottom of L1 reserved for firmware, as on hardware
+constexpr uint32_t kDramBase = 0x1000;
+
+// ---- errors (sanitizer.cpp) ----------------------------------------------------------------------------
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void die(const std::string& message);
+[[noreturn]] void kernel_error(uint32_t line, const std::string& message);
+std::string env_or(const char* name, const std::string& fallback);
+
+// ---- data formats and numerics (numerics.cpp) ----------------------------------------------------------
+enum Fmt : uint8_t { kFloat32 = 0, kFloat16 = 1, kFloat16_b = 5 };
+uint32_t tile_bytes(uint8_t fmt);
+const char* fmt_name(uint8_t fmt);
+float u2f(uint32_t u);
+uint32_t f2u(float f);
+void unpack_tile(const uint8_t* src, uint8_t fmt, float* out);
+void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst);
+void round_tile(float* tile, uint8_t fmt);   // round every element to `fmt` (no-op for Float32)
+
+// Element (r, c) of a tile sits at face (r/16, c/16), row r%16, column c%16.
+inline uint32_t face_index(uint32_t r, uint32_t c) { return ((r >> 4) * 2 + (c >> 4)) * 256 + (r & 15) * 16 + (c & 15); }
+
+// ---- device model --------------------------------------------------------------------------------------
+struct ArchInfo {
+    const char* name;
+    uint32_t grid_x, grid_y, l1_bytes, dram_banks, num_cbs, dram_alignment;
+};
+extern const ArchInfo kWormhole;
+extern const ArchInfo kBlackhole;
+
+struct Buffer {
+    uint32_t base = 0;
+    uint64_t size = 0;
+    uint32_t page_size = 0;
+    uint32_t aligned_page = 0;
+    uint32_t num_pages = 0;
+    bool dram = true;
+};
+
+struct CBState {
+    bool configured = false;
+    uint8_t fmt = 0;
+    uint32_t base = 0, page_size = 0, num_pages = 0;
+    uint32_t received = 0, acked = 0;      // pages pushed / popped since the program started
+    uint32_t wr_ptr = 0, rd_ptr = 0;       // page indices in the ring
+    uint32_t reserved = 0, waited = 0, packed = 0;
+    uint32_t high_water = 0;
+    bool pending_reads = false;            // a NoC read into reserved pages has not been barriered yet
+};
+
+struct Counters {
+    uint64_t dram_read_bytes = 0, dram_write_bytes = 0, noc_read_bytes = 0, noc_write_bytes = 0;
+    uint64_t pages_read = 0, pages_written = 0, matmul_tiles = 0, tile_ops = 0, packs = 0;
+};
+
+struct Core {
+    uint32_t x = 0, y = 0;
+    std::vector<uint8_t> l1;
+    std::array<CBState, kMaxCBs> cbs;
+    Counters counters;
+    std::vector<uint32_t> semaphores;
+};
+
+enum class Role { Reader, Writer, Compute };
+const char* role_name(Role r);
+
+struct KernelImage {
+    host::KernelSpec spec;
+    std::string source_path;
+    void (*entry)() = nullptr;
+    void* handle = nullptr;
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<uint32_t>> runtime_args;
+    std::vector<uint32_t> common_args;
+};
+
+struct ComputeState {
+    bool fp32_acc = false;
+    uint32_t capacity = 8;
+    std::vector<float> dst = std::vector<float>(16 * kTileElems, 0.0f);
+    enum class Phase { Idle, Math, Committed, Packing } phase = Phase::Idle;
+    bool started = false;
+    int srca = -1, srcb = -1, pack = -1;   // CB whose format the unpacker / packer is configured for
+    uint8_t dst_fmt = kFloat32;           // rounding format of DST in 16-bit mode
+    uint32_t matmul_transpose = 0;
+};
+
+struct Task {
+    Core* core = nullptr;
+    KernelImage* kernel = nullptr;
+    Role role = Role::Reader;
+    ucontext_t ctx{};
+    std::vector<char> stack;
+    bool done = false;
+    std::string blocked_on;              // description of the blocking call, empty when runnable
+    uint32_t blocked_line = 0;
+    uint32_t cur_line = 0;
+    bool outstanding_reads = false, outstanding_writes = false;
+    ComputeState compute;
+};
+
+struct Program {
+    std::vector<std::unique_ptr<KernelImage>> kernels;
+    std::vector<host::CBSpec> cbs;
+    std::vector<std::pair<std::vector<host::Range>, uint32_t>> semaphores;
+};
+
+struct Device {
+    ArchInfo arch = kWormhole;
+    std::vector<std::vector<uint8_t>> dram_banks, l1_banks;
+    uint32_t dram_next = kDramBase, l1_next = 0x100000;
+    bool open = false;
+    std::vector<std::unique_ptr<Core>> run_cores;   // cores of the last run, for the report
+    double last_run_seconds = 0.0, compile_seconds = 0.0;
+    uint64_t scheduler_switches = 0;
+    std::string report_path;
+};
+
+struct Sim {
+    std::vector<std::unique_ptr<Device>> devices;
+    std::vector<Buffer> buffers;
+    std::vector<std::unique_ptr<Program>> programs;
+    Task* current = nullptr;
+    ucontext_t scheduler_ctx{};
+    uint64_t progress = 0;
+    bool protocol_only = false;
+};
+
+Sim& sim();
+Task& cur();   // the running task; an error outside a kernel
+
+// ---- sanitizer (sanitizer.cpp) -------------------------------------------------------------------------
+std::string where(const Task& t, uint32_t line);
+std::string deadlock_report(const std::vector<std::unique_ptr<Task>>& tasks);
+void check_end_of_run(const Device& dev, const std::vector<std::unique_ptr<Task>>& tasks);
+
+// ---- scheduling (scheduler.cpp) ------------------------------------------------------------------------
+// Cooperative blocking: yield to the scheduler until `ready()` holds.
+template <typename Pred>
+void block_until(Pred ready, uint32_t line, const std::string& what) {
+    Task& t = cur();
+    if (ready()) return;
+    t.blocked_on = what;
+    t.blocked_line = line;
+    while (!ready()) {
+        swapcontext(&t.ctx, &sim().scheduler_ctx);
+    }
+    t.blocked_on.clear();
+    sim().progress++;
+}
+bool in_ranges(const std::vector<host::Range>& ranges, uint32_t x, uint32_t y);
+
+// ---- circular buffers (cb.cpp) -------------------------------------------------------------------------
+CBState& cb_of(uint32_t cb, uint32_t line);
+void configure_cb(const Device& dev, Core& core, const host::CBSpec& spec, uint32_t& next);
+
+// ---- L1, NoC and DRAM (noc.cpp) ------------------------------------------------------------------------
+uint8_t* l1_ptr(Core& core, uint32_t addr, uint32_t size, uint32_t line);
+uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint32_t line, const char* op);
+
+// ---- kernel JIT (jit.cpp) ------------------------------------------------------------------------------
+void load_kernels(Program& program, Device& dev);
+
+// ---- counters (counters.cpp) ---------------------------------------------------------------------------
+void write_report(Device& dev);
+
+}  // namespace tt_sim
