@@ -137,3 +137,34 @@ def test_bad_inputs_exit_2_with_a_clear_error(case, gemm_dir, tmp_path, capsys):
 def test_not_an_artifact(tmp_path, capsys):
     rc, _, err = _run(capsys, tmp_path, "--seed", 1, "--out", tmp_path / "out")
     assert rc == 2 and "has no tt.plan.json" in err
+
+
+@pytest.fixture(scope="module")
+def dynamic_dir():
+    return tilelang.compile(K.dynamic_scale_add(N=64), target={"kind": "tt", "max_cores": 3}).artifact_dir
+
+
+def test_symbolic_dimension_from_dim_or_from_an_input(dynamic_dir, tmp_path, capsys):
+    rc, _, err = _run(capsys, dynamic_dir, "--seed", 2, "--dim", "M=37", "--out", tmp_path / "a")
+    assert rc == 0, err
+    a, b = (np.load(tmp_path / "a" / "inputs" / f"{n}.npy") for n in "AB")
+    c = np.load(tmp_path / "a" / "C.npy")
+    assert a.shape == b.shape == c.shape == (37, 64)
+    ref = 2 * a + b   # fp32: exact, or within TF32's 10 mantissa bits per operand
+    assert np.abs(c - ref).max() <= 2**-9 * np.abs(ref).max()
+    np.save(tmp_path / "a70.npy", np.ones((70, 64), np.float32))
+    rc, _, err = _run(capsys, dynamic_dir, "--input", f"A={tmp_path / 'a70.npy'}", "--seed", 2, "--out", tmp_path / "b")
+    assert rc == 0, err
+    assert np.load(tmp_path / "b" / "C.npy").shape == (70, 64)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "1"], r"tensor A has symbolic dimensions \['M'\] that no input fixes.*--dim M=VALUE"),
+    (["--seed", "1", "--dim", "M=x"], r"--dim values must be integers"),
+    (["--input", "A={d}/a70.npy", "--seed", "1", "--dim", "M=37"], r"input A: M=70, but M=37 elsewhere"),
+])
+def test_symbolic_dimension_errors(args, message, dynamic_dir, tmp_path, capsys):
+    np.save(tmp_path / "a70.npy", np.ones((70, 64), np.float32))
+    rc, _, err = _run(capsys, dynamic_dir, *[a.format(d=tmp_path) for a in args], "--out", tmp_path / "out")
+    assert rc == 2, err
+    assert re.search("(?s)" + message, err), err

@@ -149,3 +149,28 @@ def test_runtime_arg_values_are_not_checked(gemm_artifact, tmp_path, capsys):
     _, old, new = NOT_CAUGHT
     rc, out, err = _check(_mutated(gemm_artifact, tmp_path, old, new), capsys)
     assert rc == 0, out + err
+
+
+def test_enum_definitions_are_checked_against_the_library(monkeypatch):
+    """The hand-written enumerators must match the library's reflection tables (names, order by value)."""
+    from tilelang_tt.realcheck import host
+    from tilelang_tt.realcheck.sdk import TTCheckError, libtt_metal
+
+    lib = libtt_metal().read_bytes()
+    decl, values = host.ENUMS["MathFidelity"]
+    assert host._enum_text(decl, values, lib, "MathFidelity").startswith("enum class MathFidelity")
+    with pytest.raises(TTCheckError, match=r"MathFidelity: libtt_metal.so 0.81.1 has no enum table listing LoFi, HiFi2, "
+                                           r"HiFi5, HiFi4"):
+        host._enum_text(decl, [("LoFi", 0), ("HiFi2", 2), ("HiFi5", 3), ("HiFi4", 4)], lib, "MathFidelity")
+    with pytest.raises(TTCheckError, match="no enum table listing Default, UnpackToDestFp32"):   # wrong value order
+        host._enum_text("enum class UnpackToDestMode", [("Default", 0), ("UnpackToDestFp32", 1)], lib, "UnpackToDestMode")
+
+
+def test_declared_api_must_be_exported(monkeypatch):
+    """A name the declarations rely on that libtt_metal.so does not export stops the check instead of passing."""
+    from tilelang_tt.realcheck import host
+    from tilelang_tt.realcheck.sdk import TTCheckError, libtt_metal
+
+    monkeypatch.setitem(host.RETURNS, "tt::tt_metal::EnqueueProgram", "void")
+    with pytest.raises(TTCheckError, match=r"exports no tt::tt_metal::EnqueueProgram\(\.\.\.\)"):
+        host._host_headers(str(libtt_metal()), "seeded-bug")

@@ -233,17 +233,22 @@ def _enum_text(decl: str, values: list[tuple[str, int]], lib: bytes, what: str) 
     return f"{decl} {{ {', '.join(f'{n} = {v}' for n, v in values)} }};"
 
 
+# The generator's version is that of the code and prelude this process loaded (a process started before an edit
+# must not write its output under the edited code's key).
+_PRELUDE_TEXT = PRELUDE.read_text()
+_GENERATOR = hashlib.sha256(Path(__file__).read_bytes() + _PRELUDE_TEXT.encode()).hexdigest()
+
+
 def host_headers() -> HostHeaders:
     """Generate (once per library and generator version) the host headers host.cpp is compiled against."""
     lib_path = libtt_metal()
-    version = hashlib.sha256(Path(__file__).read_bytes() + PRELUDE.read_bytes()
-                             + str(lib_path.stat().st_size).encode()).hexdigest()[:16]
+    version = hashlib.sha256((_GENERATOR + str(lib_path.stat().st_size)).encode()).hexdigest()[:16]
     return _host_headers(str(lib_path), version)
 
 
 @lru_cache(maxsize=4)
 def _host_headers(lib_path: str, version: str) -> HostHeaders:
-    prelude = PRELUDE.read_text()
+    prelude = _PRELUDE_TEXT
     classes = re.findall(r"// @MEMBERS (\S+)", prelude)
     namespaces = re.findall(r"// @FREE (\S+)", prelude)
     members, free, declared, skipped = _declarations(exported_symbols(lib_path), classes, namespaces)
