@@ -2,8 +2,10 @@
 
 TileLang 0.1.15 names its execution backends in two private places: ``tilelang.cache._dispatch_map``
 (which KernelCache serves a backend) and ``JITKernel._create_adapter_from_artifact`` (which adapter wraps
-the compiled artifact). The TT backend registers its own entries there. Everything else goes through
-TileLang's public backend registry (``tilelang.backend``).
+the compiled artifact). The TT backend registers its own entries there. It also moves its target normalizer
+to the front of ``tilelang.backend.target._TARGET_NORMALIZERS``: TileLang tries normalizers in order, and the
+CuTeDSL one builds ``Target(dict)`` for every dict target, whose first failure costs about a second. Everything
+else goes through TileLang's public backend registry (``tilelang.backend``).
 """
 
 from __future__ import annotations
@@ -37,3 +39,21 @@ def install_kernel_cache(cache_instance) -> None:
     import tilelang.cache as cache
 
     cache._dispatch_map[EXECUTION_BACKEND] = cache_instance
+
+
+def register_target_normalizer_first(name: str, normalize) -> None:
+    """Register ``normalize`` with TileLang and make it the first normalizer tried.
+
+    Ours returns None at once for anything that is not a ``tt`` target, so trying it first changes nothing for
+    other targets, and a ``{"kind": "tt", ...}`` dict never reaches the normalizers that build a TVM Target
+    from every dict (the first, failing ``Target({"kind": "tt"})`` of a process costs about a second)."""
+    from tilelang.backend import target as tl_target
+
+    tl_target.register_target_normalizer(name, normalize, override=True)
+    table = getattr(tl_target, "_TARGET_NORMALIZERS", None)
+    if isinstance(table, dict) and name in table:
+        ours = table.pop(name)
+        rest = list(table.items())
+        table.clear()
+        table[name] = ours
+        table.update(rest)

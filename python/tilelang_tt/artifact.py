@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 import re
 import shutil
 import tempfile
@@ -116,3 +117,18 @@ def write_artifact(files: dict[str, str], kernel_name: str, root: Path | None = 
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     return final
+
+
+@dataclass
+class StoredArtifact:
+    """An artifact read back from the compile cache or a package: the files, the plan, where the files were
+    written, and the all-sources text ``codegen.Artifact.source()`` gave when it was compiled."""
+
+    name: str
+    files: dict[str, str]
+    plan: dict
+    directory: Path | None
+    source_text: str
+
+    def source(self) -> str:
+        return self.source_text

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from pathlib import Path
 
+from tilelang import env
 from tilelang.cache.kernel_cache import KernelCache
 from tilelang.jit.adapter import BaseKernelAdapter
 from tilelang.jit.kernel import JITKernel
 from tilelang.transform.pass_config import normalize_pass_configs
 
 from ._tilelang_hooks import EXECUTION_BACKEND
-from .codegen import Artifact, lookup_artifact
 from .errors import TTError
 from .target import options_from_target
 
@@ -79,7 +81,11 @@ class TTKernelAdapter(BaseKernelAdapter):
 class TTJITKernel(JITKernel):
     """A compiled TT kernel: ``artifact_dir``, ``plan`` and ``get_kernel_source()`` (all sources)."""
 
+    compile_info: dict | None = None   # {"cache": "hit" | "miss" | "off", "key", "path", "seconds"}
+
     def _create_adapter_from_artifact(self, tilelang_func, out_idx, artifact, pass_configs, compile_metadata):
+        from .codegen import lookup_artifact
+
         art = lookup_artifact(artifact.kernel_source)
         if art is None:
             raise TTError("the TT codegen did not record an artifact for this kernel", construct="tilelang.compile")
@@ -87,7 +93,8 @@ class TTJITKernel(JITKernel):
                                artifact.kernel_source, self.target, art)
 
     @property
-    def tt_artifact(self) -> Artifact:
+    def tt_artifact(self):
+        """The ``codegen.Artifact`` (or, from the compile cache or a package, an ``artifact.StoredArtifact``)."""
         return self.adapter.artifact
 
     @property
@@ -116,13 +123,17 @@ class TTJITKernel(JITKernel):
 
 
 class TTKernelCache(KernelCache):
-    """In-memory cache of TT kernels (artifact directories are content-addressed on disk)."""
+    """TT kernels: in memory, then in the persistent compile cache (``cache.py``), else compiled."""
 
     _instance = None
 
     def cached(self, func=None, out_idx=None, *args, backend_context=None, verbose=False, pass_configs=None,
                compile_flags=None, **_):
         pass_configs = normalize_pass_configs(pass_configs)
+        compile_args = dict(func=func, out_idx=out_idx, verbose=verbose, pass_configs=pass_configs,
+                            compile_flags=compile_flags, backend_context=backend_context)
+        if not env.is_cache_enabled():     # TileLang's switches: TILELANG_DISABLE_CACHE, tilelang.disable_cache()
+            return _timed(lambda: _compile(**compile_args), {"cache": "off"})
         key = self._generate_key(func=func, out_idx=out_idx, execution_backend=EXECUTION_BACKEND, args=args,
                                  target=backend_context.target, target_host=backend_context.target_host,
                                  pass_configs=pass_configs, compile_flags=compile_flags)
@@ -130,7 +141,64 @@ class TTKernelCache(KernelCache):
             kernel = self._memory_cache.get(key)
         if kernel is not None:
             return kernel
-        kernel = TTJITKernel(func, out_idx=out_idx, execution_backend=EXECUTION_BACKEND, verbose=verbose,
-                             pass_configs=pass_configs, compile_flags=compile_flags, backend_context=backend_context)
+        kernel = _from_disk_or_compile(key, compile_args)
         with self._lock:
             return self._memory_cache.setdefault(key, kernel)
+
+
+def _compile(**compile_args) -> TTJITKernel:
+    return TTJITKernel(compile_args.pop("func"), execution_backend=EXECUTION_BACKEND, **compile_args)
+
+
+def _timed(make, info: dict) -> TTJITKernel:
+    t0 = time.perf_counter()
+    kernel = make()
+    kernel.compile_info = dict(info, seconds=time.perf_counter() - t0)
+    return kernel
+
+
+def _from_disk_or_compile(tilelang_key: str, compile_args: dict) -> TTJITKernel:
+    from . import cache
+
+    if not cache.enabled():
+        return _timed(lambda: _compile(**compile_args), {"cache": "off"})
+    key = cache.make_key(tilelang_key)
+    t0 = time.perf_counter()
+    entry = cache.load(key)
+    if entry is not None:
+        kernel = kernel_from_files(entry.name, entry.files, entry.source, compile_args["func"],
+                                   compile_args["out_idx"], backend_context=compile_args["backend_context"],
+                                   pass_configs=compile_args["pass_configs"],
+                                   compile_flags=compile_args["compile_flags"])
+        kernel.compile_info = {"cache": "hit", "key": key, "path": str(entry.path),
+                               "seconds": time.perf_counter() - t0}
+        logger.info("tilelang-tt: compile cache hit %s (%s)", entry.path, entry.name)
+        return kernel
+    kernel = _compile(**compile_args)
+    art = kernel.tt_artifact
+    path = cache.store(key, art.name, art.files, art.source())
+    kernel.compile_info = {"cache": "miss", "key": key, "path": str(path) if path else None,
+                           "seconds": time.perf_counter() - t0}
+    logger.info("tilelang-tt: compile cache miss, stored %s (%s)", path, art.name)
+    return kernel
+
+
+def kernel_from_files(name: str, files: dict[str, str], source: str, func, out_idx, *, backend_context,
+                      params=None, pass_configs=None, compile_flags=None, artifact_dir=None) -> TTJITKernel:
+    """A callable TTJITKernel from an artifact's files, without compiling: the cache-hit and ``load`` path.
+
+    ``params`` default to those of ``func`` (TileLang's KernelParams); the files are written (atomically,
+    content-addressed) under the artifact root unless ``artifact_dir`` already holds them."""
+    from . import artifact as artifact_mod
+
+    kernel = TTJITKernel(func, out_idx=out_idx, execution_backend=EXECUTION_BACKEND, pass_configs=pass_configs,
+                         compile_flags=compile_flags, backend_context=backend_context, from_database=True)
+    if params is None:
+        from tilelang.engine.lower import extrac_params
+
+        params = extrac_params(func)
+    directory = Path(artifact_dir) if artifact_dir is not None else artifact_mod.write_artifact(files, name)
+    art = artifact_mod.StoredArtifact(name, files, json.loads(files["tt.plan.json"]), directory, source)
+    kernel.adapter = TTKernelAdapter(params, out_idx, func, None, None, source, kernel.target, art)
+    kernel.torch_function = kernel.adapter.func
+    return kernel

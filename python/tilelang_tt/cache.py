@@ -1,0 +1,152 @@
+"""The persistent compile cache: compiled TT artifacts shared across processes.
+
+An entry is the artifact's files plus ``entry.json``, in ``<TileLang cache dir>/tt/<key>/`` (TileLang's cache
+directory is ``$TILELANG_CACHE_DIR``, default ``~/.tilelang/cache``). The key is TileLang's own kernel-cache key
+(the hash of the PrimFunc's script after TileLang's frontend, out_idx, target, target host, pass configs, compile
+flags, TileLang's version and the platform) combined with tilelang-tt's version, a hash of the package's Python
+sources, templates and schema (so any code change misses), the TT-Metalium SDK version and this entry format.
+
+Entries are written atomically (a staged directory renamed into place), so concurrent compiles of one kernel
+both succeed and readers never see half an entry. Every file's SHA-256 is recorded in ``entry.json`` and checked
+on load; an entry that fails the check is logged, ignored and rebuilt.
+
+Switches: TileLang's own (``TILELANG_DISABLE_CACHE=1``, ``tilelang.disable_cache()``) turn it off; so does
+``TILELANG_TT_DUMP_IR`` (dumping the IR needs the passes to run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import artifact as artifact_mod
+
+logger = logging.getLogger(__name__)
+
+SDK_VERSION = "0.81"          # the TT-Metalium release the generated code targets
+ENTRY_FORMAT = 1
+ENTRY_FILE = "entry.json"
+FILES_DIR = "files"
+SOURCE_FILE = "kernel_source.txt"     # the all-sources text TileLang keeps as the kernel source
+_FINGERPRINT_SUFFIXES = (".py", ".j2", ".json", ".hpp", ".h", ".cpp", ".txt")
+
+
+def enabled() -> bool:
+    """TileLang's cache switches, and no IR dump requested."""
+    from tilelang import env
+
+    return env.is_cache_enabled() and not os.environ.get("TILELANG_TT_DUMP_IR")
+
+
+def cache_root() -> Path:
+    """``<TileLang cache dir>/tt``."""
+    from tilelang import env
+
+    return Path(env.TILELANG_CACHE_DIR) / "tt"
+
+
+@lru_cache(maxsize=1)
+def package_fingerprint() -> str:
+    """SHA-256 of the package's sources, templates and schema (not of built binaries or bytecode)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if not path.is_file() or path.suffix not in _FINGERPRINT_SUFFIXES or "__pycache__" in rel \
+                or rel.startswith("_sim/"):
+            continue
+        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def versions() -> dict:
+    import tilelang
+
+    from . import __version__
+
+    return {"tilelang": str(tilelang.__version__), "tilelang_tt": __version__, "tilelang_tt_sources":
+            package_fingerprint(), "sdk": SDK_VERSION, "entry_format": ENTRY_FORMAT}
+
+
+def make_key(tilelang_key: str) -> str:
+    """Our key: TileLang's kernel-cache key plus the versions above."""
+    text = json.dumps({"tilelang_key": tilelang_key, **versions()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class Entry:
+    key: str
+    name: str
+    files: dict[str, str]
+    source: str
+    path: Path
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load(key: str) -> Entry | None:
+    """The entry for ``key``, or None when absent or unusable (a bad entry is logged and set aside)."""
+    path = cache_root() / key
+    meta_path = path / ENTRY_FILE
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != ENTRY_FORMAT or meta.get("key") != key:
+            raise ValueError(f"format {meta.get('format')!r} / key {str(meta.get('key'))[:12]!r}")
+        files = {}
+        for rel, digest in meta["files"].items():
+            text = (path / FILES_DIR / rel).read_text()
+            if _sha(text) != digest:
+                raise ValueError(f"{rel} does not match its recorded hash")
+            files[rel] = text
+        if "tt.plan.json" not in files:
+            raise ValueError("no tt.plan.json")
+        source = (path / SOURCE_FILE).read_text()
+        if _sha(source) != meta["source"]:
+            raise ValueError(f"{SOURCE_FILE} does not match its recorded hash")
+        return Entry(key, str(meta["name"]), files, source, path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        logger.warning("tilelang-tt: ignoring corrupted compile-cache entry %s (%s); recompiling", path, err)
+        _discard(path)
+        return None
+
+
+def _discard(path: Path) -> None:
+    """Move a bad entry out of the way (atomically), then delete it."""
+    import shutil
+
+    trash = path.with_name(f".{path.name}.bad.{os.getpid()}")
+    try:
+        os.rename(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def store(key: str, name: str, files: dict[str, str], source: str) -> Path | None:
+    """Write an entry atomically; a failure to write (read-only or full disk) only logs."""
+    final = cache_root() / key
+    meta = {"format": ENTRY_FORMAT, "key": key, "name": name, "created": time.time(), **versions(),
+            "files": {rel: _sha(text) for rel, text in files.items()}, "source": _sha(source)}
+    try:
+        with artifact_mod.staged_directory(final) as tmp:
+            for rel, text in files.items():
+                target = tmp / FILES_DIR / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            (tmp / SOURCE_FILE).write_text(source)
+            (tmp / ENTRY_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    except OSError as err:
+        logger.warning("tilelang-tt: could not write compile-cache entry %s (%s)", final, err)
+        return None
+    return final
