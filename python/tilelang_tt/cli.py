@@ -1,6 +1,7 @@
 """``tilelang-tt compile FILE.py:FUNC --out DIR [--arch ARCH] [--max-cores N]``: emit without executing.
 ``tilelang-tt check DIR``: check an artifact against the real TT-Metalium 0.81 SDK.
 ``tilelang-tt run DIR --out OUT [--input NAME=FILE.npy ...] [--seed N]``: run it on tt-sim (run_artifact.py).
+``tilelang-tt model DIR [--protocol-run] [--json]``: the performance model of an artifact (perf_model.py).
 
 FUNC is a ``@T.prim_func`` in FILE, or a zero-argument callable returning one.
 """
@@ -54,7 +55,14 @@ def main(argv=None) -> int:
     run.add_argument("--out", required=True, type=Path, help="directory for NAME.npy outputs and report.json")
     run.add_argument("--no-strict", dest="strict", action="store_false",
                      help="ask the emulator for its lenient mode (strict is the default)")
+    mdl = sub.add_parser("model", help="print the performance model of an artifact (modeled, not measured)")
+    mdl.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
+    mdl.add_argument("--protocol-run", action="store_true",
+                     help="count with a protocol-only tt-sim run (zero inputs, no math) instead of the static walk")
+    mdl.add_argument("--json", action="store_true", help="print the whole model as JSON")
     args = parser.parse_args(argv)
+    if args.command == "model":
+        return _model(args)
     if args.command == "check":
         return _check(args.artifact)
     if args.command == "run":
@@ -79,8 +87,29 @@ def main(argv=None) -> int:
         return 1
     out = write_artifact(artifact.files, artifact.name, exact_dir=args.out)
     print(plan_summary(artifact.plan))
+    from tilelang_tt.perf_model import model_for_artifact, summary
+
+    print(f"  {summary(model_for_artifact(out, artifact.plan))}")
     print(f"wrote {out}")
     return 0
+
+
+def _model(args) -> int:
+    import json
+
+    from tilelang_tt.errors import TTError
+    from tilelang_tt.perf_model import StaticCountError, model_for_artifact, protocol_run, summary
+
+    if not (args.artifact / "tt.plan.json").is_file():
+        print(f"error: {args.artifact} has no tt.plan.json", file=sys.stderr)
+        return 2
+    try:
+        model = protocol_run(args.artifact) if args.protocol_run else model_for_artifact(args.artifact)
+    except (TTError, StaticCountError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(model, indent=2) if args.json else summary(model))
+    return 1 if "error" in model else 0
 
 
 def _check(artifact: Path) -> int:

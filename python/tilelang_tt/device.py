@@ -71,3 +71,68 @@ def get_device(arch: str) -> DeviceProfile:
 
         raise TTTargetError(f"unknown arch {arch!r}", construct="target arch",
                             fix=f"use one of {sorted(DEVICES)}") from None
+
+
+# ---- performance model inputs (perf_model.py) ---------------------------------------------------------------
+# Source tags refer to /work/shared/reference/PERF_ANCHORS.md ([S] spec, [P] published measurement, [D] derived
+# there; S1..S22 are its source list). Nothing else in the package spells these numbers.
+
+# FPU cycles of one 32x32x32 tile matmul (matmul_tiles) by math fidelity: 16 per fidelity phase (one 8x16x16
+# MVMUL per cycle, 16 per phase per tile). PERF_ANCHORS sec. 2 [S] S1 (utilization formula), S3, S4.
+FPU_CYCLES_PER_TILE_MATMUL = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
+FIDELITY_PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+
+
+@dataclass(frozen=True)
+class PerfProfile:
+    """Rates of one architecture, for the performance model. Bandwidths in bytes/s, per-core rates in bytes/cycle."""
+
+    arch: str
+    clock_hz: float               # AI clock
+    dram_peak_bw: float           # GDDR peak
+    dram_bw_bank_aware: float     # achieved by readers placed next to their banks (tt-metal's DRAM benchmark)
+    dram_bw_interleaved: float    # achieved by arbitrary cores reading interleaved pages (what our readers do)
+    noc_bytes_per_cycle: float    # per core, one NoC direction (reader ingress / writer egress)
+    unpack_bytes_per_cycle: float = 80.0   # both unpackers jointly, 5 x 128 bit/cycle [S] S4 (sec. 2 "L1 feed")
+    pack_bytes_per_cycle: float = 64.0     # 4 packers x 16 B/cycle [S] S4
+    fpu_efficiency: float = 0.92           # eta0: sustained / ideal FPU rate, fit in sec. 3 and sec. 8 item 1 [D]
+    eltwise_cycles_per_tile: int = 8       # FPU add/sub math per tile (128 elem/cycle); mul: x fidelity phases [S] S3
+    sfpu_cycles_per_tile: float = 124.1    # SFPU ops not in SFPU_CYCLES: the identity LOAD/STORE floor [P] S17 #54317
+    sources: tuple[str, ...] = ()
+
+
+# SFPU cycles per 32x32 tile, math thread, bf16 DEST (PERF_ANCHORS sec. 4, measured on BH p150 [P] S17).
+SFPU_CYCLES = {
+    "exp_tile": 93.6,            # approx exp (SFPLOADMACRO), #54317
+    "tanh_tile": 126.0,          # shipped approx tanh, #54317 / #49926
+    "sigmoid_tile": 221.0,       # approx sigmoid, #49926
+    "erf_tile": 221.0,           # not measured; costed like approx gelu (#49926), the nearest measured polynomial
+    "relu_tile": 47.0,           # costed like optimized abs (#57292): one compare/select per vector
+}
+
+PERF: dict[str, PerfProfile] = {
+    "wormhole_b0": PerfProfile(
+        arch="wormhole_b0", clock_hz=1.0e9, dram_peak_bw=288e9, dram_bw_bank_aware=265e9, dram_bw_interleaved=195e9,
+        noc_bytes_per_cycle=28.1,
+        sources=(
+            "clock 1 GHz: [S] S7 (PERF_ANCHORS sec. 1)",
+            "DRAM 288 GB/s peak [S] S4,S7; 265 GB/s bank-adjacent readers [P] S4,S9; ~195 GB/s arbitrary core-bank "
+            "pairing (190 measured on NoC0) [D from P] S4, PERF_ANCHORS sec. 8",
+            "NoC per-core inject/eject 28.1 B/cycle: tt-npe wormhole_b0 model [S] S15",
+        ),
+    ),
+    "blackhole": PerfProfile(
+        arch="blackhole", clock_hz=1.35e9, dram_peak_bw=512e9, dram_bw_bank_aware=500e9, dram_bw_interleaved=344e9,
+        noc_bytes_per_cycle=47.4,
+        sources=(
+            "clock 1.35 GHz: [S] S8 (PERF_ANCHORS sec. 1)",
+            "DRAM 512 GB/s peak [S] S8,S10; 500 GB/s bank-adjacent [P] S10; 344 GB/s arbitrary reader cores [P] S10",
+            "NoC per-reader ceiling 47.4 B/cycle [P] S10",
+        ),
+    ),
+}
+
+
+def get_perf(arch: str) -> PerfProfile:
+    get_device(arch)          # same error for an unknown arch
+    return PERF[arch]

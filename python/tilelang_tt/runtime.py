@@ -13,6 +13,7 @@ from tilelang.jit.adapter import BaseKernelAdapter
 from tilelang.jit.kernel import JITKernel
 from tilelang.transform.pass_config import normalize_pass_configs
 
+from . import perf_model
 from ._tilelang_hooks import EXECUTION_BACKEND
 from .errors import TTError
 from .target import options_from_target
@@ -34,6 +35,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         self.options = options_from_target(target)
         self.prim_func = prim_func
         self.last_report: dict | None = None
+        self.compile_model: dict | None = None
         super().__init__(device_mod, params, result_idx)
 
     def _allocate(self, index: int):
@@ -67,6 +69,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
                               protocol_only=protocol_only, backend=backend)
         self.last_report = result.report
+        self.last_report["model"] = perf_model.model_for_run(self.artifact.directory, self.artifact.plan, result.report)
         if not outs:
             return None
         return full[outs[0]] if len(outs) == 1 else [full[i] for i in outs]
@@ -109,9 +112,15 @@ class TTJITKernel(JITKernel):
         return self.adapter.artifact.source()
 
     @property
-    def report(self) -> dict | None:
-        """The emulator's run report of the last call (counters per core and in total)."""
-        return self.adapter.last_report
+    def report(self) -> dict:
+        """The emulator's run report of the last call (counters per core and in total), and ``model``: the
+        performance model (``perf_model``) of this kernel, from the run's counters once it ran, else from the
+        compiled program alone."""
+        if self.adapter.last_report is not None:
+            return self.adapter.last_report
+        if self.adapter.compile_model is None:
+            self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
+        return {"model": self.adapter.compile_model}
 
     def emulate(self, *args, protocol_only: bool = False):
         """Run on tt-sim explicitly; ``protocol_only=True`` counts traffic and tile ops without the math."""
