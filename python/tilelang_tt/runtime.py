@@ -13,7 +13,6 @@ from tilelang.jit.adapter import BaseKernelAdapter
 from tilelang.jit.kernel import JITKernel
 from tilelang.transform.pass_config import normalize_pass_configs
 
-from . import perf_model
 from ._tilelang_hooks import EXECUTION_BACKEND
 from .errors import TTError
 from .target import options_from_target
@@ -69,6 +68,8 @@ class TTKernelAdapter(BaseKernelAdapter):
         result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
                               protocol_only=protocol_only, backend=backend)
         self.last_report = result.report
+        from . import perf_model   # imported on use: it loads the intrinsic table (keeps `import tilelang_tt` light)
+
         self.last_report["model"] = perf_model.model_for_run(self.artifact.directory, self.artifact.plan, result.report)
         if not outs:
             return None
@@ -119,6 +120,8 @@ class TTJITKernel(JITKernel):
         if self.adapter.last_report is not None:
             return self.adapter.last_report
         if self.adapter.compile_model is None:
+            from . import perf_model
+
             self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
         return {"model": self.adapter.compile_model}
 
