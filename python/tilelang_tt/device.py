@@ -1,43 +1,132 @@
-"""Device profiles: the one table of per-architecture limits, each with its source.
+"""The hardware description: the ONE table of TT device, data-format and tile-geometry constants.
 
-Sources are the ttnn 0.81.1 wheel ([W] path), as collected in the project's TT_METALIUM_API reference.
+Everything else reads these numbers from here:
+
+* the compiler (``formats.py`` is a thin API over ``FORMATS``; the passes, ``pipeline.py``, ``codegen.py`` and
+  the templates use ``get_device``/``TILE``);
+* the emulator: ``scripts/gen_hw_constants.py`` writes ``tt_sim/hw_constants.hpp`` from this table at CMake
+  build time (into the build directory; installed with the emulator's headers); the C++ reads every device,
+  format and geometry constant from it (``tests/tt/test_hw_table.py`` checks the header equals the table);
+* the real-header check (``realcheck/jit_files.py``: data-format enumerators and tile sizes).
+
+This module must stay importable on its own (no package-relative imports at module level): the header
+generator loads it by path before the package is importable (``pip install -e .`` in a fresh clone).
+
+Where each constant comes from (the ttnn 0.81.1 wheel, ``ttnn/tt_metal/...``):
+
+==============================  =================================================================================
+constant                        source
+==============================  =================================================================================
+grid                            core_descriptors/{wormhole_b0_80,blackhole_140}_arch.yaml
+l1_size                         hw/inc/internal/tt-1xx/<arch>/dev_mem_map.h:33 ``MEM_L1_SIZE``
+mem_map_end                     dev_mem_map.h ``MEM_MAP_END`` (evaluated: 0x8960 wormhole, 0xa080 blackhole)
+l1_unreserved_base              llrt/hal/tt-1xx/<arch>/*_hal_tensix.cpp ``DEFAULT_UNRESERVED`` =
+                                align_up(MEM_MAP_END + 69 KiB kernel-config buffer, max(DRAM, L1 alignment))
+mem_zeros_base / size           dev_mem_map.h ``MEM_ZEROS_BASE`` (evaluated) / ``MEM_ZEROS_SIZE``
+dram_alignment, l1_alignment    hw/inc/internal/tt-1xx/<arch>/core_config.h:40-43 ``LOG_BASE_2_OF_*_ALIGNMENT``
+dram_banks                      soc_descriptors/<arch>.yaml dram_views
+num_cbs                         api/tt-metalium/circular_buffer_constants.h / hostdevcommon kernel_structs.h
+dst_tiles*                      tt-llk/tt_llk_<arch>/common/inc/ckernel.h ``get_dest_max_tiles``
+noc_ids                         NOC_0, NOC_1 (tt_metal/api/tt-metalium/data_types.hpp ``NOC``)
+max_runtime_args                tt_metal/impl/kernels/kernel.cpp ``max_runtime_args`` (341 per kernel per core)
+data formats                    hw/inc/internal/tt-1xx/wormhole/wormhole_b0_defines/tensix_types.h ``DataFormat``
+tile geometry                   32x32 tiles of four 16x16 faces, faces row-major (``constants.hpp`` TILE_HEIGHT..)
+==============================  =================================================================================
 """
+
+from __future__ import annotations
 
 from dataclasses import dataclass
 
 KIB = 1024
 
+# ---- tile geometry ------------------------------------------------------------------------------------------
+TILE = 32                          # tile edge, elements
+FACE = 16                          # face edge, elements
+FACES_PER_TILE = (TILE // FACE) ** 2
+TILE_ELEMS = TILE * TILE
+FACE_ELEMS = FACE * FACE
 
+
+# ---- data formats -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DataFormat:
+    name: str            # tt::DataFormat enumerator
+    value: int           # its numeric value (tensix_types.h)
+    element_bytes: int   # bytes of one element's mantissa/value section
+    exponent_bytes: int  # bytes of the shared-exponent section of a tile (block-float formats; 0 otherwise)
+
+    @property
+    def tile_bytes(self) -> int:
+        """Bytes of one 32x32 tile."""
+        return TILE_ELEMS * self.element_bytes + self.exponent_bytes
+
+
+# TileLang dtype -> data format, for the formats the backend supports.
+FORMATS: dict[str, DataFormat] = {
+    "float32": DataFormat("Float32", 0, 4, 0),
+    "float16": DataFormat("Float16", 1, 2, 0),
+    "bfloat16": DataFormat("Float16_b", 5, 2, 0),
+}
+
+# Every tt::DataFormat enumerator (tensix_types.h), for the real-header check's descriptors.
+DATA_FORMAT_ENUM: dict[str, int] = {
+    "Float32": 0, "Float16": 1, "Bfp8": 2, "Bfp4": 3, "Tf32": 4, "Float16_b": 5, "Bfp8_b": 6, "Bfp4_b": 7,
+    "Int32": 8, "UInt16": 9, "Int8": 14, "Bfp2_b": 15, "UInt32": 24, "UInt8": 30, "Invalid": 255,
+}
+
+
+# ---- devices ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DeviceProfile:
     arch: str                 # target spelling: "wormhole_b0" | "blackhole"
     board: str
     grid_x: int               # logical compute grid, columns (CoreCoord.x)
     grid_y: int               # logical compute grid, rows (CoreCoord.y)
-    l1_bytes: int             # L1 per Tensix core
+    l1_bytes: int             # L1 per Tensix core (MEM_L1_SIZE), firmware area included
+    l1_unreserved_base: int   # first L1 byte kernels may use (CBs start here); below it: firmware, mailboxes,
+    #                           kernel-config buffer
+    mem_zeros_base: int       # MEM_ZEROS_BASE: zero bytes the firmware keeps in every core's L1
+    mem_zeros_size: int
     dram_banks: int
     num_cbs: int              # circular buffer indices c_0 .. c_{num_cbs-1}
     dst_tiles: int            # DST tiles per acquire, half-sync, 16-bit accumulation
     dst_tiles_fp32: int       # ... with fp32_dest_acc_en
-    dram_alignment: int
-    l1_alignment: int
-    sources: tuple[str, ...]
+    dram_alignment: int       # DRAM page alignment; NoC DRAM reads need src == dst modulo this
+    l1_alignment: int         # L1 alignment; NoC L1 transfers and DRAM writes need src == dst modulo this
+    noc_ids: tuple[int, ...] = (0, 1)
+    max_runtime_args: int = 341
+    sources: tuple[str, ...] = ()
 
     @property
     def num_cores(self) -> int:
         return self.grid_x * self.grid_y
 
-    def dst_capacity(self, fp32_accumulation: bool) -> int:
-        return self.dst_tiles_fp32 if fp32_accumulation else self.dst_tiles
+    @property
+    def l1_usable_bytes(self) -> int:
+        """L1 a program's circular buffers can use: what lies above the firmware reserve."""
+        return self.l1_bytes - self.l1_unreserved_base
+
+    def dst_capacity(self, fp32_accumulation: bool, full_sync: bool = False) -> int:
+        tiles = self.dst_tiles_fp32 if fp32_accumulation else self.dst_tiles
+        return tiles * 2 if full_sync else tiles
+
+
+def _unreserved_base(mem_map_end: int, dram_alignment: int, l1_alignment: int) -> int:
+    """The HAL's DEFAULT_UNRESERVED: MEM_MAP_END plus the 69 KiB kernel-config buffer, aligned up."""
+    align = max(dram_alignment, l1_alignment)
+    return ((mem_map_end + 69 * KIB - 1) | (align - 1)) + 1
 
 
 DEVICES: dict[str, DeviceProfile] = {
     "wormhole_b0": DeviceProfile(
-        arch="wormhole_b0", board="n150", grid_x=8, grid_y=8, l1_bytes=1464 * KIB, dram_banks=12, num_cbs=32,
-        dst_tiles=8, dst_tiles_fp32=4, dram_alignment=32, l1_alignment=16,
+        arch="wormhole_b0", board="n150", grid_x=8, grid_y=8, l1_bytes=1464 * KIB,
+        l1_unreserved_base=_unreserved_base(0x8960, 32, 16), mem_zeros_base=0x3420, mem_zeros_size=512,
+        dram_banks=12, num_cbs=32, dst_tiles=8, dst_tiles_fp32=4, dram_alignment=32, l1_alignment=16,
         sources=(
             "grid 8x8: tt_metal/core_descriptors/wormhole_b0_80_arch.yaml (nebula_x1 compute_with_storage_grid)",
             "L1 1464 KiB: tt_metal/hw/inc/internal/tt-1xx/wormhole/dev_mem_map.h:33 MEM_L1_SIZE",
+            "unreserved base: MEM_MAP_END 0x8960 + 69 KiB, aligned to 32 (llrt/hal wh_hal_tensix.cpp)",
             "12 DRAM banks: soc_descriptors/wormhole_b0_80_arch.yaml dram_views",
             "32 CBs: api/tt-metalium/circular_buffer_constants.h NUM_CIRCULAR_BUFFERS",
             "DST 8/4 tiles: tt-llk/tt_llk_wormhole_b0/common/inc/ckernel.h get_dest_max_tiles",
@@ -45,11 +134,13 @@ DEVICES: dict[str, DeviceProfile] = {
         ),
     ),
     "blackhole": DeviceProfile(
-        arch="blackhole", board="p150", grid_x=11, grid_y=10, l1_bytes=1536 * KIB, dram_banks=8, num_cbs=64,
-        dst_tiles=8, dst_tiles_fp32=4, dram_alignment=64, l1_alignment=16,
+        arch="blackhole", board="p150", grid_x=11, grid_y=10, l1_bytes=1536 * KIB,
+        l1_unreserved_base=_unreserved_base(0xA080, 64, 16), mem_zeros_base=0x34E0, mem_zeros_size=512,
+        dram_banks=8, num_cbs=64, dst_tiles=8, dst_tiles_fp32=4, dram_alignment=64, l1_alignment=16,
         sources=(
             "grid 11x10: tt_metal/core_descriptors/blackhole_140_arch.yaml (2 columns harvested)",
             "L1 1536 KiB: tt_metal/hw/inc/internal/tt-1xx/blackhole/dev_mem_map.h:33 MEM_L1_SIZE",
+            "unreserved base: MEM_MAP_END 0xa080 + 69 KiB, aligned to 64 (llrt/hal bh_hal_tensix.cpp)",
             "8 DRAM banks: soc_descriptors/blackhole_140_arch.yaml dram_views",
             "64 CBs: hostdevcommon/api/hostdevcommon/kernel_structs.h NUM_CIRCULAR_BUFFERS",
             "DST 8/4 tiles: tt-llk/tt_llk_blackhole/common/inc/ckernel.h get_dest_max_tiles",
@@ -59,8 +150,6 @@ DEVICES: dict[str, DeviceProfile] = {
 }
 
 DEFAULT_ARCH = "wormhole_b0"
-
-TILE = 32          # tile edge, elements
 
 
 def get_device(arch: str) -> DeviceProfile:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DATA_FORMAT = {"Float32": 0, "Float16": 1, "Bfp8": 2, "Bfp4": 3, "Tf32": 4, "Float16_b": 5, "Bfp8_b": 6, "Bfp4_b": 7,
-               "Int32": 8, "UInt16": 9, "Int8": 14, "Bfp2_b": 15, "UInt32": 24, "UInt8": 30, "Invalid": 255}
-TILE_BYTES = {0: 4096, 1: 2048, 5: 2048, 2: 1088, 6: 1088, 3: 576, 7: 576, 8: 4096, 24: 4096, 9: 2048, 14: 1024,
-              30: 1024, 4: 4096}
-DEFAULT_TILE_BYTES = 1088           # tt_hlk_desc default
+from ..device import DATA_FORMAT_ENUM, FACE, FACES_PER_TILE, FORMATS, TILE
+
+# Data formats and tile geometry come from the hardware table (device.py).
+DATA_FORMAT = DATA_FORMAT_ENUM
+TILE_BYTES = {f.value: f.tile_bytes for f in FORMATS.values()}
+DEFAULT_TILE_BYTES = 1088           # tt_hlk_desc's default tile size for CBs without a format (genfiles)
 FIDELITY = {"LoFi": 0, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 
 
@@ -29,7 +30,8 @@ def descriptors(num_cbs: int, formats: dict[int, int], fp32_acc: bool, full_sync
                 approx: bool) -> str:
     fmts = [formats.get(i, 255) for i in range(num_cbs)]
     n = num_cbs
-    faces, partial, face_r, narrow, rows, cols = [4] * n, [0] * n, [16] * n, [0] * n, [32] * n, [32] * n
+    faces, partial, face_r = [FACES_PER_TILE] * n, [0] * n, [FACE] * n
+    narrow, rows, cols = [0] * n, [TILE] * n, [TILE] * n
     sizes = [TILE_BYTES.get(f, DEFAULT_TILE_BYTES) for f in fmts]
 
     def unpack_dst(f):       # genfiles get_unpack_dst_formats
@@ -46,7 +48,7 @@ def descriptors(num_cbs: int, formats: dict[int, int], fp32_acc: bool, full_sync
             return 0 if f in (0, 5, 6, 7) else f
         return 5 if f in (6, 7, 15, 0) else 1 if f in (2, 3, 11) else f
 
-    faces_c = [min(cols[i] // 16, faces[i]) for i in range(n)]
+    faces_c = [min(cols[i] // FACE, faces[i]) for i in range(n)]
     faces_r = [faces[i] // faces_c[i] for i in range(n)]
     scalars = (f"constexpr ckernel::MathFidelity MATH_FIDELITY = static_cast<ckernel::MathFidelity>({fidelity});\n"
                f"constexpr bool APPROX = {'true' if approx else 'false'};\n")

@@ -131,7 +131,8 @@ uint32_t cb_pages_available(uint32_t cb, uint32_t n) {
 void configure_cb(const Device& dev, Core& core, const host::CBSpec& spec, uint32_t& next) {
     if (next + spec.total_size > dev.arch.l1_bytes) {
         die(format("circular buffers on core (x=%u, y=%u) need %u bytes of L1 above the %u-byte firmware area, "
-                   "more than the %u bytes of %s", core.x, core.y, next - kL1Base + spec.total_size, kL1Base,
+                   "more than the %u bytes of %s", core.x, core.y, next - dev.arch.l1_unreserved_base + spec.total_size,
+                   dev.arch.l1_unreserved_base,
                    dev.arch.l1_bytes, dev.arch.name));
     }
     for (const auto& [index, fmt] : spec.formats) {
@@ -156,7 +157,7 @@ void configure_cb(const Device& dev, Core& core, const host::CBSpec& spec, uint3
         s.page_size = page;
         s.num_pages = spec.total_size / page;
     }
-    next += (spec.total_size + 15) / 16 * 16;
+    next += (spec.total_size + dev.arch.l1_alignment - 1) / dev.arch.l1_alignment * dev.arch.l1_alignment;
 }
 
 }  // namespace tt_sim

@@ -7,8 +7,12 @@
 
 namespace tt_sim {
 
-const ArchInfo kWormhole{"wormhole_b0", 8, 8, 1464 * 1024, 12, 32, 32};
-const ArchInfo kBlackhole{"blackhole", 11, 10, 1536 * 1024, 8, 64, 64};
+const ArchInfo* find_arch(const std::string& name) {
+    for (const ArchInfo& a : hw::kArchs) {
+        if (name == a.name) return &a;
+    }
+    return nullptr;
+}
 
 bool in_ranges(const std::vector<host::Range>& ranges, uint32_t x, uint32_t y) {
     for (const auto& r : ranges) {
@@ -22,9 +26,11 @@ namespace host {
 int device_open(int device_id) {
     if (device_id != 0) die(format("MeshDevice::create_unit_mesh(%d): the emulator has one device, id 0", device_id));
     auto dev = std::make_unique<Device>();
-    const std::string arch = env_or("TT_SIM_ARCH", "wormhole_b0");
-    if (arch == "blackhole") dev->arch = kBlackhole;
-    else if (arch != "wormhole_b0") die("TT_SIM_ARCH=" + arch + ": expected wormhole_b0 or blackhole");
+    const std::string arch = env_or("TT_SIM_ARCH", hw::kDefaultArch);
+    const ArchInfo* info = find_arch(arch);
+    if (info == nullptr) die("TT_SIM_ARCH=" + arch + ": not an arch of the hardware table (device.py)");
+    dev->arch = *info;
+    dev->arch_index = static_cast<int>(info - hw::kArchs);
     dev->dram_banks.assign(dev->arch.dram_banks, {});
     dev->l1_banks.assign(dev->arch.grid_x * dev->arch.grid_y, {});
     dev->open = true;
@@ -44,7 +50,7 @@ uint32_t device_grid_x(int device) { return sim().devices.at(static_cast<size_t>
 uint32_t device_grid_y(int device) { return sim().devices.at(static_cast<size_t>(device))->arch.grid_y; }
 uint32_t device_l1_size(int device) { return sim().devices.at(static_cast<size_t>(device))->arch.l1_bytes; }
 uint32_t device_dram_banks(int device) { return sim().devices.at(static_cast<size_t>(device))->arch.dram_banks; }
-int device_arch(int device) { return sim().devices.at(static_cast<size_t>(device))->arch.num_cbs == 64 ? 1 : 0; }
+int device_arch(int device) { return sim().devices.at(static_cast<size_t>(device))->arch_index; }
 
 int program_create() {
     sim().programs.push_back(std::make_unique<Program>());
@@ -83,7 +89,9 @@ void program_set_runtime_args(int program, uint32_t kernel, const std::vector<Ra
                               size_t count) {
     Program& p = *sim().programs.at(static_cast<size_t>(program));
     if (kernel >= p.kernels.size()) die(format("SetRuntimeArgs: no kernel %u", kernel));
-    if (count > 341) die(format("SetRuntimeArgs: %zu runtime args (at most 341)", count));
+    const uint32_t max_args = sim().devices.empty() ? hw::kArchs[0].max_runtime_args
+                                                    : sim().devices.back()->arch.max_runtime_args;
+    if (count > max_args) die(format("SetRuntimeArgs: %zu runtime args (at most %u)", count, max_args));
     KernelImage& k = *p.kernels[kernel];
     for (const auto& r : cores) {
         for (uint32_t y = r.y0; y <= r.y1; ++y) {

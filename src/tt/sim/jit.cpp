@@ -70,7 +70,7 @@ struct Build {
     bool needed = false;
 };
 
-Build plan_build(const KernelImage& k) {
+Build plan_build(const KernelImage& k, const Device& dev) {
     const std::string include = env_or("TT_SIM_INCLUDE_DIR", TT_SIM_INCLUDE_DIR);
     const std::string cxx = env_or("TT_SIM_CXX", "c++");
     std::string defines = "-DKERNEL_COMPILE_TIME_ARGS=";
@@ -79,6 +79,8 @@ Build plan_build(const KernelImage& k) {
     }
     defines = shell_quote(defines);
     defines += " -DNOC_INDEX=" + std::to_string(k.spec.noc);
+    defines += " -DMEM_ZEROS_BASE=" + std::to_string(dev.arch.mem_zeros_base) + "u";
+    defines += " -DMEM_ZEROS_SIZE=" + std::to_string(dev.arch.mem_zeros_size) + "u";
     for (const auto& [name, value] : k.spec.defines) defines += " " + shell_quote("-D" + name + "=" + value);
     const std::string flags = "-std=c++17 -O2 -fPIC -shared -Wall -Werror";
     const std::string source = read_file(k.source_path);
@@ -106,7 +108,7 @@ Build plan_build(const KernelImage& k) {
 void load_kernels(Program& program, Device& dev) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<Build> builds;
-    for (auto& k : program.kernels) builds.push_back(plan_build(*k));
+    for (auto& k : program.kernels) builds.push_back(plan_build(*k, dev));
     std::vector<std::thread> workers;
     std::vector<int> status(builds.size(), 0);
     for (size_t i = 0; i < builds.size(); ++i) {

@@ -188,7 +188,7 @@ int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram) {
     b.page_size = page_size;
     b.num_pages = static_cast<uint32_t>(size / page_size);
     b.dram = dram;
-    const uint32_t align = dram ? dev.arch.dram_alignment : 16;
+    const uint32_t align = dram ? dev.arch.dram_alignment : dev.arch.l1_alignment;
     b.aligned_page = (page_size + align - 1) / align * align;
     const uint32_t nbanks = static_cast<uint32_t>(dram ? dev.dram_banks.size() : dev.l1_banks.size());
     const uint64_t per_bank = static_cast<uint64_t>((b.num_pages + nbanks - 1) / nbanks) * b.aligned_page;

@@ -6,24 +6,24 @@
 
 namespace tt_sim {
 
-uint32_t tile_bytes(uint8_t fmt) {
-    switch (fmt) {
-        case kFloat32: return 4096;
-        case kFloat16:
-        case kFloat16_b: return 2048;
-        default: return 0;
+namespace {
+const hw::FormatInfo* format_info(uint8_t fmt) {
+    for (const hw::FormatInfo& f : hw::kFormats) {
+        if (f.value == fmt) return &f;
     }
+    return nullptr;
+}
+}  // namespace
+
+uint32_t tile_bytes(uint8_t fmt) {
+    const hw::FormatInfo* f = format_info(fmt);
+    return f != nullptr ? f->tile_bytes : 0;
 }
 
 const char* fmt_name(uint8_t fmt) {
-    switch (fmt) {
-        case kFloat32: return "Float32";
-        case kFloat16: return "Float16";
-        case kFloat16_b: return "Float16_b";
-        default: return "unsupported";
-    }
+    const hw::FormatInfo* f = format_info(fmt);
+    return f != nullptr ? f->name : "unsupported";
 }
-
 
 uint32_t f2u(float f) {
     uint32_t u;
@@ -102,7 +102,7 @@ inline float round_to(float v, uint8_t fmt) {
 
 void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
     if (fmt == kFloat32) {
-        std::memcpy(out, src, 4096);
+        std::memcpy(out, src, tile_bytes(kFloat32));
     } else if (fmt == kFloat16_b) {
         const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
         for (uint32_t i = 0; i < kTileElems; ++i) out[i] = bf16_to_float(h[i]);
@@ -114,7 +114,7 @@ void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
 
 void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst) {
     if (fmt == kFloat32) {
-        std::memcpy(dst, in, 4096);
+        std::memcpy(dst, in, tile_bytes(kFloat32));
     } else if (fmt == kFloat16_b) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_bf16(in[i]);

@@ -86,7 +86,7 @@ void program_run(int device, int program) {
     std::map<Core*, uint32_t> l1_next;
     for (const CBSpec& spec : p.cbs) {
         each_core(spec.cores, [&](Core& core) {
-            configure_cb(dev, core, spec, l1_next.emplace(&core, kL1Base).first->second);
+            configure_cb(dev, core, spec, l1_next.emplace(&core, dev.arch.l1_unreserved_base).first->second);
         });
     }
 
@@ -108,7 +108,8 @@ void program_run(int device, int program) {
             t->kernel = k.get();
             t->role = k->spec.compute ? Role::Compute : (k->spec.processor == 1 ? Role::Reader : Role::Writer);
             t->compute.fp32_acc = k->spec.fp32_dest_acc_en;
-            t->compute.capacity = (k->spec.dst_full_sync_en ? 16u : 8u) / (k->spec.fp32_dest_acc_en ? 2u : 1u);
+            t->compute.capacity = (k->spec.fp32_dest_acc_en ? dev.arch.dst_tiles_fp32 : dev.arch.dst_tiles) *
+                                   (k->spec.dst_full_sync_en ? 2u : 1u);
             t->stack.resize(512 * 1024);
             getcontext(&t->ctx);
             t->ctx.uc_stack.ss_sp = t->stack.data();

@@ -24,13 +24,21 @@
 
 #include "tt_sim/device_api.hpp"
 #include "tt_sim/host_internal.hpp"
+#include "tt_sim/hw_constants.hpp"
 
 namespace tt_sim {
 
-constexpr uint32_t kTileElems = 1024;
-constexpr uint32_t kMaxCBs = 64;
-constexpr uint32_t kL1Base = 0x20000;     // bottom of L1 reserved for firmware, as on hardware
-constexpr uint32_t kDramBase = 0x1000;
+// Every device, data-format and geometry constant comes from the hardware table (python/tilelang_tt/device.py),
+// through the generated tt_sim/hw_constants.hpp.
+using hw::ArchInfo;
+using hw::Fmt;
+using hw::kFloat16;
+using hw::kFloat16_b;
+using hw::kFloat32;
+using hw::kMaxCBs;
+using hw::kTileElems;
+constexpr uint32_t kDramBase = 0x1000;    // first DRAM address the emulator's allocator hands out
+constexpr uint32_t kL1BufferBase = 0x100000;
 
 // ---- errors (sanitizer.cpp) ----------------------------------------------------------------------------
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -39,7 +47,6 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string env_or(const char* name, const std::string& fallback);
 
 // ---- data formats and numerics (numerics.cpp) ----------------------------------------------------------
-enum Fmt : uint8_t { kFloat32 = 0, kFloat16 = 1, kFloat16_b = 5 };
 uint32_t tile_bytes(uint8_t fmt);
 const char* fmt_name(uint8_t fmt);
 float u2f(uint32_t u);
@@ -48,16 +55,15 @@ void unpack_tile(const uint8_t* src, uint8_t fmt, float* out);
 void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst);
 void round_tile(float* tile, uint8_t fmt);   // round every element to `fmt` (no-op for Float32)
 
-// Element (r, c) of a tile sits at face (r/16, c/16), row r%16, column c%16.
-inline uint32_t face_index(uint32_t r, uint32_t c) { return ((r >> 4) * 2 + (c >> 4)) * 256 + (r & 15) * 16 + (c & 15); }
+// Element (r, c) of a tile sits at face (r/16, c/16), row r%16, column c%16 (faces row-major).
+inline uint32_t face_index(uint32_t r, uint32_t c) {
+    constexpr uint32_t faces_per_row = hw::kTile / hw::kFace;
+    return ((r / hw::kFace) * faces_per_row + c / hw::kFace) * hw::kFaceElems + (r % hw::kFace) * hw::kFace +
+           c % hw::kFace;
+}
 
 // ---- device model --------------------------------------------------------------------------------------
-struct ArchInfo {
-    const char* name;
-    uint32_t grid_x, grid_y, l1_bytes, dram_banks, num_cbs, dram_alignment;
-};
-extern const ArchInfo kWormhole;
-extern const ArchInfo kBlackhole;
+const ArchInfo* find_arch(const std::string& name);   // nullptr when the table has no such arch
 
 struct Buffer {
     uint32_t base = 0;
@@ -136,9 +142,10 @@ struct Program {
 };
 
 struct Device {
-    ArchInfo arch = kWormhole;
+    ArchInfo arch = hw::kArchs[0];
+    int arch_index = 0;
     std::vector<std::vector<uint8_t>> dram_banks, l1_banks;
-    uint32_t dram_next = kDramBase, l1_next = 0x100000;
+    uint32_t dram_next = kDramBase, l1_next = kL1BufferBase;
     bool open = false;
     std::vector<std::unique_ptr<Core>> run_cores;   // cores of the last run, for the report
     double last_run_seconds = 0.0, compile_seconds = 0.0;

@@ -13,13 +13,11 @@
 #include <vector>
 
 #include "tt_sim/host_internal.hpp"
+#include "tt_sim/hw_constants.hpp"
 
 namespace tt {
 
-enum class DataFormat : uint8_t {
-    Float32 = 0, Float16 = 1, Bfp8 = 2, Bfp4 = 3, Tf32 = 4, Float16_b = 5, Bfp8_b = 6, Bfp4_b = 7,
-    Int32 = 8, UInt16 = 9, Int8 = 14, Bfp2_b = 15, UInt32 = 24, UInt8 = 30, Invalid = 0xff
-};
+enum class DataFormat : uint8_t { TT_SIM_DATA_FORMAT_ENUMERATORS };
 
 enum CBIndex : uint8_t {
     c_0 = 0, c_1, c_2, c_3, c_4, c_5, c_6, c_7, c_8, c_9, c_10, c_11, c_12, c_13, c_14, c_15,

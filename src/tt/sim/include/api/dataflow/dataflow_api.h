@@ -8,11 +8,10 @@
 #include "api/tensor/tensor_accessor.h"
 #include "tt_sim/common.hpp"
 
-// The firmware keeps MEM_ZEROS_SIZE zero bytes at MEM_ZEROS_BASE in every core's L1 (dev_mem_map.h);
-// tt-sim places them inside its firmware area.
+// The firmware keeps MEM_ZEROS_SIZE zero bytes at MEM_ZEROS_BASE in every core's L1 (dev_mem_map.h); tt-sim's
+// kernel JIT defines both for the device's arch from the hardware table (tt_sim/hw_constants.hpp).
 #ifndef MEM_ZEROS_BASE
-#define MEM_ZEROS_SIZE 512
-#define MEM_ZEROS_BASE 0x1000u
+#error "MEM_ZEROS_BASE is defined by the kernel build (tt-sim's JIT or the SDK's dev_mem_map.h)"
 #endif
 
 inline uint64_t get_noc_addr(uint32_t addr, uint8_t noc = noc_index) {
