@@ -6,6 +6,7 @@ or ``from tilelang_tt import language as T``, which re-exports all of ``tilelang
     T.annotate_tt_schedule(policy="contiguous", order="row_major", rect=None, stride=None,
                            chunk_k_tiles=None, qk_chunk_tiles=None)
     T.annotate_tt_sharding({A: T.TTShard(axis=0, tiles=("rows", 32), placement="DRAM")})
+    T.annotate_tt_compute(math_fidelity="HiFi2", fp32_dest_acc=True)
 
 Both are called inside the ``T.Kernel`` body and attach block attributes that the TT passes read; other
 targets ignore them.
@@ -94,7 +95,18 @@ def annotate_tt_sharding(shards: dict):
     return _sblock_attr({attrs.SHARDING_ANNOTATION: table})
 
 
-TT_NAMES = ("annotate_tt_schedule", "annotate_tt_sharding", "TTShard")
+def annotate_tt_compute(math_fidelity: str | None = None, fp32_dest_acc: bool | None = None):
+    """Choose the compute kernel's math fidelity ("LoFi", "HiFi2", "HiFi3", "HiFi4") and whether DST accumulates
+    in fp32. None keeps the target option, else ttnn's default for the kernel's data formats
+    (``tilelang_tt.compute_config``)."""
+    from .compute_config import check_choice
+
+    check_choice(math_fidelity, fp32_dest_acc, "T.annotate_tt_compute")
+    spec = {k: v for k, v in (("math_fidelity", math_fidelity), ("fp32_dest_acc", fp32_dest_acc)) if v is not None}
+    return _sblock_attr({attrs.COMPUTE_ANNOTATION: spec})
+
+
+TT_NAMES = ("annotate_tt_schedule", "annotate_tt_sharding", "annotate_tt_compute", "TTShard")
 
 
 def install_into_tilelang_language() -> None:

@@ -7,6 +7,7 @@ a ``"tt."`` key (a test enforces it).
 # User annotations, attached by tilelang_tt.language as block attributes of "tilelang_root".
 SCHEDULE_ANNOTATION = "tt.schedule_annotation"
 SHARDING_ANNOTATION = "tt.sharding_annotation"
+COMPUTE_ANNOTATION = "tt.compute_annotation"      # T.annotate_tt_compute: math fidelity, fp32 accumulation
 
 # PrimFunc attributes written by the passes.
 GRID = "tt.grid"                      # GridToPersistentTT: [grid_y, grid_x]
@@ -27,6 +28,6 @@ LOWERED = "tt.lowered"                # pipeline: the function as the TT passes 
 PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by GridToPersistentTT
 
 ALL_KEYS = (
-    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
+    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
     CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP,
 )

@@ -433,3 +433,28 @@ def protocol_run(artifact_dir: Path, plan: dict | None = None) -> dict:
         tensors[buf["param_index"]] = np.zeros(buf["shape"], dtype=dtypes.get(buf["format"], np.float32))
     result = emulator.run(artifact_dir, plan, tensors, protocol_only=True, backend="sim")
     return model_for_run(artifact_dir, plan, result.report) | {"run_report_total": result.report.get("total", {})}
+
+
+# ---- the published reference kernel (for checking the model against PERF_ANCHORS) --------------------------
+def mcast_2d_gemm_work(M: int, N: int, K: int, grid: tuple[int, int], tile_bytes: int = 2048,
+                       subblock: tuple[int, int] = (4, 2)) -> list[CoreWork]:
+    """Per-core work of tt-metal's 2-D multicast matmul (``matmul_multicore_reuse_mcast``) as PERF_ANCHORS
+    sec. 7-8 describe it: each of gy x gx cores owns one (Mt/gy) x (Nt/gx) output block, A and B are read from
+    DRAM once and multicast (R_A = R_B = 1), C is written once; ``matmul_block`` with an h x w output subblock
+    unpacks h A tiles and w B tiles per h*w tile-MACs."""
+    gy, gx = grid
+    mt, nt, kt = -(-M // TILE), -(-N // TILE), -(-K // TILE)
+    bm, bn = -(-mt // gy), -(-nt // gx)
+    h, w = subblock
+    macs = bm * bn * kt
+    works = []
+    for y in range(gy):
+        for x in range(gx):
+            works.append(CoreWork(
+                (y, x), Counter({"matmul_tiles": macs, "pack_tile": bm * bn}),
+                unpack_bytes=round(macs * tile_bytes * (h + w) / (h * w)),
+                matmul_unpack_bytes=round(macs * tile_bytes * (h + w) / (h * w)), pack_bytes=bm * bn * tile_bytes,
+                dram_read_bytes=(mt * kt + kt * nt) * tile_bytes // (gy * gx),
+                dram_write_bytes=mt * nt * tile_bytes // (gy * gx),
+                noc_in_bytes=(bm + bn) * kt * tile_bytes, noc_out_bytes=bm * bn * tile_bytes))
+    return works

@@ -15,6 +15,7 @@ Set ``TILELANG_TT_DUMP_IR=<dir>`` to write the IR after every pass to ``<dir>/<k
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 from tvm import IRModule, tirx
 from tvm.target import Target
 
-from . import attrs
+from . import attrs, compute_config
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.grid_to_persistent import grid_to_persistent
@@ -96,6 +97,11 @@ def build_program(func, ctx, options: TTOptions):
     from .transform.lower_to_program import LowerToProgram
     from .ttir import dump
 
+    # The compute config resolved by lower_module (annotation > target option > ttnn default) is what the
+    # plan and the host program's ComputeConfig print.
+    opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+    if opts.get("math_fidelity"):
+        ctx.options = dataclasses.replace(options, math_fidelity=str(opts["math_fidelity"]))
     program = LowerToProgram(func, ctx.name, ctx.cbs, ctx.tensor_names, ctx.names,
                              ctx.dev.dst_capacity(ctx.fp32_acc), ctx.fp32_acc, ctx.src).run()
     program.cbs = ctx.program_cbs()
@@ -111,7 +117,8 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     if target is not None:
         mod = tirx.transform.BindTarget(target)(mod)
     _dump(mod, 0, "Input")
-    mod = IRModule({gv: f.with_attr(attrs.OPTIONS, options.as_dict()).with_attr(attrs.DEVICE, options.arch)
+    mod = IRModule({gv: f.with_attr(attrs.OPTIONS, {**options.as_dict(), **compute_config.resolve(f, options)})
+                    .with_attr(attrs.DEVICE, options.arch)
                     .with_attr(attrs.SOURCE, source_of(f)) for gv, f in mod.functions.items()})
     for step, (name, fn) in enumerate(passes(options), start=1):
         mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})

@@ -29,7 +29,8 @@ class TTOptions:
     max_cores: int | None = None          # restrict the grid, like ttnn.jit's max_grid
     compile_only: bool = False            # dry run: emit the artifact, never execute
     tensorize: bool = True                # False: fail clearly instead of tensorizing (debug)
-    math_fidelity: str = "HiFi4"
+    math_fidelity: str | None = None      # None: ttnn's default for the kernel's data formats (compute_config.py)
+    fp32_dest_acc: bool | None = None     # None: on when the compute kernel touches a float32 CB
     extra: dict = field(default_factory=dict)
 
     @property
@@ -42,7 +43,7 @@ class TTOptions:
 
     def as_dict(self) -> dict:
         return {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
-                "tensorize": self.tensorize, "math_fidelity": self.math_fidelity}
+                "tensorize": self.tensorize, "math_fidelity": self.math_fidelity, "fp32_dest_acc": self.fp32_dest_acc}
 
 
 _BOOL_TRUE = {"1", "true", "yes", "on"}
@@ -65,7 +66,7 @@ def _coerce(name: str, value) -> object:
             raise TTTargetError(f"max_cores must be a positive integer, got {value!r}",
                                 construct="target option 'max_cores'", fix="e.g. max_cores=16")
         return n
-    if name in ("compile_only", "tensorize"):
+    if name in ("compile_only", "tensorize", "fp32_dest_acc"):
         if isinstance(value, bool):
             return value
         text = str(value).lower()
@@ -80,7 +81,7 @@ def _coerce(name: str, value) -> object:
                                 fix=f"use one of {list(MATH_FIDELITIES)}")
         return value
     raise TTTargetError(f"unknown option {name!r}", construct="tt target",
-                        fix="options are arch, max_cores, compile_only, tensorize, math_fidelity")
+                        fix="options are arch, max_cores, compile_only, tensorize, math_fidelity, fp32_dest_acc")
 
 
 def make_options(**kwargs) -> TTOptions:

@@ -68,6 +68,9 @@ class _Tensorizer:
         # DST keeps fp32 only with fp32_dest_acc_en: on whenever compute touches a float32 CB.
         self.fp32_acc = any(str(v["dtype"]) == "float32" and "compute" in list(v["producer"]) + list(v["consumer"])
                             for v in self.cb.values())
+        chosen = dict(func.attrs[attrs.OPTIONS]).get("fp32_dest_acc") if attrs.OPTIONS in func.attrs else None
+        if chosen is not None:      # T.annotate_tt_compute / target option (compute_config.py)
+            self.fp32_acc = bool(chosen)
         self.cap = device.dst_capacity(self.fp32_acc)
         self.ops: list[tuple] = []      # (kind, frag name or None, loop path, extra) in program order
 

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> compute_compile_args;
     const KernelHandle compute = CreateKernel(
         program, artifact_dir + "/kernels/compute.cpp", cores,
-        ComputeConfig{.math_fidelity = MathFidelity::HiFi4, .fp32_dest_acc_en = false, .compile_args = compute_compile_args});
+        ComputeConfig{.math_fidelity = MathFidelity::HiFi2, .fp32_dest_acc_en = false, .compile_args = compute_compile_args});
 
     // Runtime args, per core: tensor addresses first, then the core's schedule.
     for (const CoreWork& work : kCoreWork) {

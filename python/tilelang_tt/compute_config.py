@@ -1,0 +1,71 @@
+"""The compute kernel's math fidelity and fp32 DST accumulation: the user's choice, or ttnn's default.
+
+Precedence: ``T.annotate_tt_compute(...)`` in the kernel > target options (``"tt -math_fidelity=LoFi
+-fp32_dest_acc=true"``) > defaults. The defaults follow ttnn's matmul (tt-metal
+``ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp``, ``create_matmul_attributes``):
+HiFi2 for bf16/fp16 inputs, LoFi when every input is block-float (bfp8_b/bfp4_b), HiFi4 when every input is
+float32; fp32 accumulation (``default_fp32_acc``) when the output is float32 — here, as before this module
+existed, whenever the compute kernel touches a float32 CB (``TensorizeTT``), which includes a float32 output.
+The resolved values are written to the function's ``tt.options`` and from there reach the plan
+(``math_fidelity``, ``kernels.compute.fp32_dest_acc_en``) and the host program's ``ComputeConfig``.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from . import attrs
+from .errors import TTAnnotationError
+from .target import MATH_FIDELITIES
+
+_BLOCK_FLOAT = ("bfp8", "bfp4", "bfloat8_b", "bfloat4_b")
+
+
+def check_choice(math_fidelity, fp32_dest_acc, construct: str) -> None:
+    if math_fidelity is not None and math_fidelity not in MATH_FIDELITIES:
+        raise TTAnnotationError(f"math_fidelity={math_fidelity!r} is not one of {list(MATH_FIDELITIES)}",
+                                construct=f"{construct}(math_fidelity=...)")
+    if fp32_dest_acc is not None and not isinstance(fp32_dest_acc, bool):
+        raise TTAnnotationError(f"fp32_dest_acc={fp32_dest_acc!r} must be True, False or None",
+                                construct=f"{construct}(fp32_dest_acc=...)")
+
+
+def ttnn_default_fidelity(input_dtypes: list[str]) -> str:
+    """ttnn matmul's default math fidelity for these input dtypes."""
+    if input_dtypes and all(d == "float32" for d in input_dtypes):
+        return "HiFi4"
+    if input_dtypes and all(any(b in d for b in _BLOCK_FLOAT) for d in input_dtypes):
+        return "LoFi"
+    return "HiFi2"
+
+
+def annotation(func: tirx.PrimFunc) -> dict:
+    found: list[dict] = []
+
+    def visit(node):
+        if isinstance(node, tirx.SBlock) and attrs.COMPUTE_ANNOTATION in node.annotations:
+            found.append({str(k): v for k, v in node.annotations[attrs.COMPUTE_ANNOTATION].items()})
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    if len(found) > 1:
+        raise TTAnnotationError("T.annotate_tt_compute appears more than once", construct="T.annotate_tt_compute")
+    spec = found[0] if found else {}
+    out = {}
+    if "math_fidelity" in spec:
+        out["math_fidelity"] = str(spec["math_fidelity"])
+    if "fp32_dest_acc" in spec:
+        out["fp32_dest_acc"] = bool(spec["fp32_dest_acc"])
+    return out
+
+
+def resolve(func: tirx.PrimFunc, options) -> dict:
+    """{"math_fidelity": str, "fp32_dest_acc": bool | None (None: TensorizeTT decides), "source": ...}."""
+    ann = annotation(func)
+    inputs = [str(func.buffer_map[p].dtype) for p in func.params if p in func.buffer_map]
+    fidelity, source = ttnn_default_fidelity(inputs), "ttnn default for the input formats"
+    if options.math_fidelity is not None:
+        fidelity, source = options.math_fidelity, "target option"
+    if "math_fidelity" in ann:
+        fidelity, source = ann["math_fidelity"], "T.annotate_tt_compute"
+    fp32 = ann.get("fp32_dest_acc", options.fp32_dest_acc)
+    return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_fidelity_source": source}
