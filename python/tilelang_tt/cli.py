@@ -2,6 +2,8 @@
 ``tilelang-tt check DIR``: check an artifact against the real TT-Metalium 0.81 SDK.
 ``tilelang-tt run DIR --out OUT [--input NAME=FILE.npy ...] [--seed N]``: run it on tt-sim (run_artifact.py).
 ``tilelang-tt model DIR [--protocol-run] [--json]``: the performance model of an artifact (perf_model.py).
+``tilelang-tt inspect FILE_OR_DIR [--svg OUT.svg]``: a package's header and plan summary; the core map and the
+CB/L1 layout drawn as SVG (inspect_view.py).
 
 FUNC is a ``@T.prim_func`` in FILE, or a zero-argument callable returning one.
 """
@@ -60,7 +62,12 @@ def main(argv=None) -> int:
     mdl.add_argument("--protocol-run", action="store_true",
                      help="count with a protocol-only tt-sim run (zero inputs, no math) instead of the static walk")
     mdl.add_argument("--json", action="store_true", help="print the whole model as JSON")
+    ins = sub.add_parser("inspect", help="summarise a package or artifact; draw its core map and L1 layout (SVG)")
+    ins.add_argument("artifact", type=Path, help="package file (kernel.export) or artifact directory")
+    ins.add_argument("--svg", type=Path, default=None, help="SVG to write (default: ./<kernel>.tt.svg)")
     args = parser.parse_args(argv)
+    if args.command == "inspect":
+        return _inspect(args)
     if args.command == "model":
         return _model(args)
     if args.command == "check":
@@ -110,6 +117,19 @@ def _model(args) -> int:
         return 1
     print(json.dumps(model, indent=2) if args.json else summary(model))
     return 1 if "error" in model else 0
+
+
+def _inspect(args) -> int:
+    from tilelang_tt.errors import TTError
+    from tilelang_tt.inspect_view import inspect
+
+    try:
+        text, _ = inspect(args.artifact, args.svg)
+    except TTError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
 
 
 def _check(artifact: Path) -> int:

@@ -64,3 +64,8 @@ class TTVerifyError(TTError):
         super().__init__(f"[{rule}] {message}" + (f" (TileLang: {note})" if note else ""),
                          construct=f"internal error in the {kernel} kernel at {op}", source=source,
                          fix="this is a tilelang-tt bug; please report it with the kernel")
+
+
+class TTPackageError(TTError):
+    """A packaged artifact (``kernel.export`` / ``tilelang_tt.load``) that is corrupted, truncated, of another
+    format version or SDK, or whose content does not match its recorded hash."""

@@ -125,6 +125,13 @@ class TTJITKernel(JITKernel):
             self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
         return {"model": self.adapter.compile_model}
 
+    def export(self, path) -> Path:
+        """Write this kernel as one versioned, hashed package file (``package.py``); ``tilelang_tt.load(path)``
+        returns a callable kernel from it in another process."""
+        from . import package
+
+        return package.export(self, path)
+
     def emulate(self, *args, protocol_only: bool = False):
         """Run on tt-sim explicitly; ``protocol_only=True`` counts traffic and tile ops without the math."""
         return self.adapter.run(*args, protocol_only=protocol_only, backend="sim")

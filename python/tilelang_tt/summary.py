@@ -11,7 +11,8 @@ def plan_summary(plan: dict, max_rows: int = 8) -> str:
         f"policy {plan['policy']}, order {plan['order']}, {len(plan['mapping'])} cores",
     ]
     counts = [m["count"] for m in plan["mapping"]]
-    lines.append(f"  blocks per core: min {min(counts)}, max {max(counts)}")
+    if counts:   # empty for a dynamic schedule: the host program splits the blocks at launch
+        lines.append(f"  blocks per core: min {min(counts)}, max {max(counts)}")
     for m in plan["mapping"][:max_rows]:
         extra = ", ".join(f"{k}={v}" for k, v in m.items() if k not in ("core",))
         lines.append(f"    core (y={m['core'][0]}, x={m['core'][1]}): {extra}")

@@ -1,0 +1,230 @@
+"""One-file packaged artifacts: ``kernel.export(path)`` and ``tilelang_tt.load(path)``.
+
+Layout (all integers little-endian)::
+
+    offset 0   8 bytes   magic b"TTPKG\\x00\\r\\n" (the CR LF catches text-mode mangling)
+           8   u32       format version (FORMAT_VERSION)
+          12   u32       header length H
+          16   32 bytes  SHA-256 of the header
+          48   H bytes   header: UTF-8 JSON {format_version, content_hash, payload_bytes, uuid, kernel, arch,
+                         options, out_idx, tilelang_tt, tilelang, sdk, plan_schema, created}
+        48+H   payload   an uncompressed POSIX tar of the artifact directory: tt.plan.json, kernels/*.cpp,
+                         host.cpp, CMakeLists.txt, tt.program.txt; content_hash is its SHA-256
+
+As Neuron's NEFF does, the header says what the payload is for (arch, versions) without unpacking it, and the
+hashes make any change to either detectable. ``load`` accepts a package or an artifact directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import struct
+import tarfile
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from .errors import TTPackageError
+
+MAGIC = b"TTPKG\x00\r\n"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sII32s")
+REQUIRED_FILES = ("tt.plan.json", "kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "host.cpp",
+                  "CMakeLists.txt")
+_CONSTRUCT = "tilelang_tt.load"
+
+
+def _tar(files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in sorted(files):
+            data = files[rel].encode()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0     # reproducible: no times, owners
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _untar(payload: bytes, where: str) -> dict[str, str]:
+    files = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(payload), mode="r:") as tar:
+            for info in tar.getmembers():
+                parts = Path(info.name).parts
+                if not info.isfile() or info.name.startswith("/") or ".." in parts:
+                    raise TTPackageError(f"{where}: unexpected tar member {info.name!r}", construct=_CONSTRUCT,
+                                         fix="packages hold only the artifact's relative files; re-export it")
+                files[info.name] = tar.extractfile(info).read().decode()
+    except (tarfile.TarError, UnicodeDecodeError, EOFError) as err:
+        raise TTPackageError(f"{where}: the payload is not a readable tar ({err})", construct=_CONSTRUCT,
+                             fix="re-export the kernel") from None
+    missing = [f for f in REQUIRED_FILES if f not in files]
+    if missing:
+        raise TTPackageError(f"{where}: the payload lacks {', '.join(missing)}", construct=_CONSTRUCT,
+                             fix="re-export the kernel")
+    return files
+
+
+def pack(files: dict[str, str], plan: dict, options: dict, out_idx) -> bytes:
+    """The package bytes of an artifact (``files``: relative path -> text)."""
+    import tilelang
+
+    from . import __version__, plan as plan_mod
+    from .cache import SDK_VERSION
+
+    payload = _tar(files)
+    header = {
+        "format_version": FORMAT_VERSION, "content_hash": hashlib.sha256(payload).hexdigest(),
+        "payload_bytes": len(payload), "uuid": str(uuid.uuid4()), "kernel": plan["kernel"],
+        "arch": plan["device"]["arch"], "options": options, "out_idx": list(out_idx or []),
+        "tilelang_tt": __version__, "tilelang": str(tilelang.__version__), "sdk": SDK_VERSION,
+        "plan_schema": plan_mod.SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    head = json.dumps(header, sort_keys=True).encode()
+    return _PREFIX.pack(MAGIC, FORMAT_VERSION, len(head), hashlib.sha256(head).digest()) + head + payload
+
+
+def export(kernel, path) -> Path:
+    """Write ``kernel`` (a TTJITKernel) as one package file, atomically."""
+    art = kernel.tt_artifact
+    options = {k: v for k, v in kernel.adapter.options.as_dict().items() if k != "compile_only"}
+    data = pack(art.files, art.plan, options, kernel.adapter.result_idx)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def unpack(data: bytes, where: str = "package") -> tuple[dict, dict[str, str]]:
+    """(header, files) of package bytes; every defect is a TTPackageError that says what is wrong."""
+    from .cache import SDK_VERSION
+
+    reexport = "re-export the kernel with kernel.export(path)"
+    if len(data) < _PREFIX.size:
+        if not MAGIC.startswith(data[:len(MAGIC)]) or not data:
+            raise TTPackageError(f"{where} is not a tilelang-tt package (no magic)", construct=_CONSTRUCT,
+                                 fix="pass a file written by kernel.export(path) or an artifact directory")
+        raise TTPackageError(f"{where} is truncated: {len(data)} bytes, shorter than the {_PREFIX.size}-byte prefix",
+                             construct=_CONSTRUCT, fix=reexport)
+    magic, version, head_len, head_sha = _PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        raise TTPackageError(f"{where} is not a tilelang-tt package (magic {magic!r}, expected {MAGIC!r})",
+                             construct=_CONSTRUCT,
+                             fix="pass a file written by kernel.export(path) or an artifact directory")
+    if version != FORMAT_VERSION:
+        raise TTPackageError(f"{where} has package format version {version}; this tilelang-tt reads version "
+                             f"{FORMAT_VERSION}", construct=_CONSTRUCT,
+                             fix="load it with the tilelang-tt release that wrote it, or re-export the kernel")
+    head = data[_PREFIX.size:_PREFIX.size + head_len]
+    if len(head) < head_len:
+        raise TTPackageError(f"{where} is truncated inside its header ({len(head)} of {head_len} bytes)",
+                             construct=_CONSTRUCT, fix=reexport)
+    if hashlib.sha256(head).digest() != head_sha:
+        raise TTPackageError(f"{where}: the header does not match its SHA-256 (corrupted)", construct=_CONSTRUCT,
+                             fix=reexport)
+    header = json.loads(head)
+    payload = data[_PREFIX.size + head_len:]
+    if len(payload) != header["payload_bytes"]:
+        what = "truncated" if len(payload) < header["payload_bytes"] else "longer than its header says"
+        raise TTPackageError(f"{where} is {what}: payload of {len(payload)} bytes, the header says "
+                             f"{header['payload_bytes']}", construct=_CONSTRUCT, fix=reexport)
+    if hashlib.sha256(payload).hexdigest() != header["content_hash"]:
+        raise TTPackageError(f"{where}: content hash mismatch (the payload's SHA-256 is not the header's "
+                             f"{header['content_hash'][:16]}...): the file was corrupted or edited",
+                             construct=_CONSTRUCT, fix=reexport)
+    if header["sdk"] != SDK_VERSION:
+        raise TTPackageError(f"{where} targets TT-Metalium {header['sdk']}; this tilelang-tt generates for "
+                             f"{SDK_VERSION}", construct=_CONSTRUCT, fix="recompile the kernel for this SDK")
+    return header, _untar(payload, where)
+
+
+def read_header(path) -> dict:
+    return unpack(_read(path), str(path))[0]
+
+
+def _read(path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise TTPackageError(f"cannot read {path}: {err.strerror}", construct=_CONSTRUCT,
+                             fix="pass a file written by kernel.export(path) or an artifact directory") from None
+
+
+def read_artifact(path) -> tuple[dict | None, dict[str, str]]:
+    """(header or None, files) of a package file or an artifact directory."""
+    path = Path(path)
+    if path.is_dir():
+        files = {p.relative_to(path).as_posix(): p.read_text() for p in sorted(path.rglob("*"))
+                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)}
+        missing = [f for f in REQUIRED_FILES if f not in files]
+        if missing:
+            raise TTPackageError(f"{path} is not an artifact directory: it lacks {', '.join(missing)}",
+                                 construct=_CONSTRUCT, fix="pass a directory written by tilelang.compile or "
+                                                           "`tilelang-tt compile`, or a package file")
+        return None, files
+    return unpack(_read(path), str(path))
+
+
+def params_from_plan(plan: dict) -> list:
+    """TileLang KernelParams (dtype, shape) of the kernel's parameters, from the plan's buffers."""
+    from tilelang.engine.param import KernelParam
+    from tvm import tirx
+
+    by_index = {b["param_index"]: b for b in plan["buffers"]}
+    if sorted(by_index) != list(range(len(by_index))):
+        raise TTPackageError(f"the plan's buffers cover parameters {sorted(by_index)}, not 0..{len(by_index) - 1}",
+                             construct=_CONSTRUCT, fix="re-export the kernel")
+    params = []
+    for i in range(len(by_index)):
+        b = by_index[i]
+        shape = [d if isinstance(d, int) else tirx.Var(str(d), "int32") for d in b["shape"]]
+        params.append(KernelParam.from_buffer(tirx.decl_buffer(shape, b["dtype"], b["name"])))
+    return params
+
+
+def load(path, out_idx=None):
+    """A callable kernel from a package file or an artifact directory, without the TileLang source.
+
+    ``out_idx`` defaults to the one the kernel was exported with (none for a directory: pass every tensor).
+    Calls run on tt-sim here, or on a Tenstorrent device where one is present (as for compiled kernels)."""
+    from tilelang.backend.module import create_backend_context
+
+    from . import plan as plan_mod
+    from ._tilelang_hooks import EXECUTION_BACKEND
+    from .codegen import Artifact
+    from .errors import TTPlanError
+    from .runtime import kernel_from_files
+    from .target import make_options, make_tt_target
+
+    header, files = read_artifact(path)
+    try:
+        plan = json.loads(files["tt.plan.json"])
+        plan_mod.validate(plan)
+    except (ValueError, TTPlanError) as err:
+        raise TTPackageError(f"{path}: tt.plan.json is unusable: {err}", construct=_CONSTRUCT,
+                             fix="re-export the kernel") from None
+    if header is not None:
+        options, default_out = dict(header["options"]), header["out_idx"]
+    else:
+        options = {"arch": plan["device"]["arch"], "max_cores": plan["device"]["max_cores"],
+                   "math_fidelity": plan["math_fidelity"]}
+        default_out = []
+    target = make_tt_target(make_options(**options))
+    context = create_backend_context(target, None, EXECUTION_BACKEND)
+    source = Artifact(plan["kernel"], files, plan).source()
+    out = list(default_out) if out_idx is None else out_idx
+    kernel = kernel_from_files(plan["kernel"], files, source, None, out, backend_context=context,
+                               params=params_from_plan(plan))
+    kernel.package_header = header
+    return kernel
