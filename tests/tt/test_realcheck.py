@@ -49,8 +49,8 @@ NEGATIVE = [
     ("signed_unsigned_compare", "kernels/reader.cpp", "for (uint32_t r = 0; r < rows; ++r) {",
      "for (int r = 0; r < rows; ++r) {", r"comparison of integer expressions of different signedness"),
     ("missing_accessor_argument", "kernels/reader.cpp",
-     "noc_async_read_page(tile_row * grid.tiles_w + tile_col, tensor, l1_write_addr);",
-     "noc_async_read_page(tile_row * grid.tiles_w + tile_col, l1_write_addr);", r"no matching function for call to"),
+     "noc_async_read_page(page, tensor, l1_write_addr);",
+     "noc_async_read_page(page, l1_write_addr);", r"no matching function for call to"),
 ]
 
 

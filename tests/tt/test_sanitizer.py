@@ -53,11 +53,19 @@ CORPUS = [
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(0, 1\) publishes pages whose NoC reads were not "
      r"completed: call noc_async_read_barrier\(\) first"),
     ("noc_read_outside_buffer", "add", "kernels/reader.cpp",
-     "noc_async_read_page(tile_row * grid.tiles_w + tile_col,", "noc_async_read_page(tile_row * grid.tiles_w + tile_col + 1000,", 1,
+     "noc_async_read_page(page, tensor,", "noc_async_read_page(page + 1000, tensor,", 1,
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page: page 100\d is outside the buffer at 0x[0-9a-f]+ \(4 pages\)"),
     ("noc_read_into_unreserved_l1", "add", "kernels/reader.cpp",
      "        cb_reserve_back(cb_A_tile, 1);\n", "", 1,
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: get_write_ptr\(0\) without a pending cb_reserve_back"),
+    ("missing_write_barrier_before_pop", "add", "kernels/writer.cpp",
+     "        noc_async_write_barrier();\n        cb_pop_front(cb_C_out, 1);", "        cb_pop_front(cb_C_out, 1);", 1,
+     r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: cb_pop_front\(16, 1\) frees pages that a NoC write "
+     r"\(issued at line \d+\) is still reading: call noc_async_write_barrier\(\) first"),
+    ("unaligned_noc_read", "add", "kernels/reader.cpp",
+     "noc_async_read_page(page, tensor, l1_write_addr);", "noc_async_read_page(page, tensor, l1_write_addr, 2);", 1,
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page: source 0x[0-9a-f]+ \(DRAM\) and "
+     r"destination 0x[0-9a-f]+ \(L1\) are not congruent modulo 32 B"),
     ("write_without_wait", "add", "kernels/writer.cpp",
      "        cb_wait_front(cb_C_out, 1);\n", "", 1,
      r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: get_read_ptr\(16\) without a preceding cb_wait_front"),

@@ -66,9 +66,12 @@ void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
     if (n > s.reserved) {
         kernel_error(line, format("cb_push_back(%u, %u) pushes more pages than were reserved (%u)", cb, n, s.reserved));
     }
-    if (t.outstanding_reads && s.pending_reads) {
+    noc_maybe_land(t);
+    const uint32_t lo = s.base + s.wr_ptr * s.page_size;
+    if (const PendingTransfer* p = noc_pending_overlap(*t.core, false, lo, lo + n * s.page_size)) {
         kernel_error(line, format("cb_push_back(%u, %u) publishes pages whose NoC reads were not completed: call "
-                                  "noc_async_read_barrier() first", cb, n));
+                                  "noc_async_read_barrier() first (the read issued at line %u has not landed)", cb, n,
+                                  p->line));
     }
     if (t.role == Role::Compute && s.packed > 0 && s.packed < n) {
         kernel_error(line, format("cb_push_back(%u, %u) but only %u tiles were packed", cb, n, s.packed));
@@ -97,6 +100,11 @@ void cb_pop_front(uint32_t cb, uint32_t n, uint32_t line) {
         kernel_error(line, format("cb_pop_front(%u, %u) pops more pages than were waited for (%u)", cb, n, s.waited));
     }
     check_ring(s, cb, n, s.rd_ptr, line, "cb_pop_front");
+    const uint32_t lo = s.base + s.rd_ptr * s.page_size;
+    if (const PendingTransfer* p = noc_pending_overlap(*cur().core, true, lo, lo + n * s.page_size)) {
+        kernel_error(line, format("cb_pop_front(%u, %u) frees pages that a NoC write (issued at line %u) is still "
+                                  "reading: call noc_async_write_barrier() first", cb, n, p->line));
+    }
     s.acked += n;
     s.rd_ptr = (s.rd_ptr + n) % s.num_pages;
     s.waited -= n;

@@ -68,42 +68,90 @@ bool front_cb_covers(Core& core, uint32_t addr, uint32_t size) {
 
 }  // namespace
 
-void noc_read_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t offset,
-                   uint32_t line) {
-    Task& t = cur();
-    Buffer& b = buffer_at(base, is_dram, line);
-    const uint32_t size = page_size - offset;
-    CBState* cb = reserved_cb_covering(*t.core, l1_addr, size);
-    if (cb == nullptr) {
-        kernel_error(line, format("noc_async_read_page(%u) writes L1 [0x%x, 0x%x), which is not inside pages reserved "
-                                  "with cb_reserve_back", page, l1_addr, l1_addr + size));
+namespace {
+
+// Watcher's NoC sanitizer: a transfer needs a non-zero size and source and destination congruent modulo the
+// alignment (DRAM reads: the arch's DRAM alignment; L1 transfers and DRAM writes: the L1 alignment).
+void check_transfer(const char* op, uint64_t src, const char* src_kind, uint64_t dst, const char* dst_kind,
+                    uint32_t size, uint32_t align, uint32_t line) {
+    if (size == 0) kernel_error(line, format("%s of 0 bytes (Watcher: zero-length NoC transaction)", op));
+    if (src % align != dst % align) {
+        kernel_error(line, format("%s: source 0x%llx (%s) and destination 0x%llx (%s) are not congruent modulo %u B; "
+                                  "the NoC's behaviour is undefined and Watcher stops the core (misaligned NoC "
+                                  "transfer)", op, static_cast<unsigned long long>(src), src_kind,
+                                  static_cast<unsigned long long>(dst), dst_kind, align));
     }
-    uint8_t* src = page_ptr(b, page, offset, size, line, "noc_async_read_page");
-    if (!sim().protocol_only) std::memcpy(l1_ptr(*t.core, l1_addr, size, line), src, size);
-    cb->pending_reads = true;
-    t.outstanding_reads = true;
+}
+
+const ArchInfo& arch() { return sim().devices.back()->arch; }
+
+// A read of `size` bytes into L1 [l1_addr, +size): inside reserved CB pages, then issued asynchronously.
+void issue_read(Task& t, const uint8_t* src, uint32_t l1_addr, uint32_t size, uint32_t line, const char* op) {
+    if (reserved_cb_covering(*t.core, l1_addr, size) == nullptr) {
+        kernel_error(line, format("%s writes L1 [0x%x, 0x%x), which is not inside pages reserved with "
+                                  "cb_reserve_back", op, l1_addr, l1_addr + size));
+    }
+    l1_ptr(*t.core, l1_addr, size, line);
+    PendingTransfer p;
+    p.l1_lo = l1_addr;
+    p.l1_hi = l1_addr + size;
+    if (!sim().protocol_only) p.data.assign(src, src + size);
+    noc_issue(t, std::move(p), line);
+}
+
+void read_from_buffer(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint32_t l1_addr, uint32_t line,
+                      const char* op) {
+    Task& t = cur();
+    const uint8_t* src = page_ptr(b, page, offset, size, line, op);
+    check_transfer(op, bank_address(b, page, offset), b.dram ? "DRAM" : "L1 buffer", l1_addr, "L1", size,
+                   b.dram ? arch().dram_alignment : arch().l1_alignment, line);
+    issue_read(t, src, l1_addr, size, line, op);
     auto& c = t.core->counters;
     (b.dram ? c.dram_read_bytes : c.noc_read_bytes) += size;
     if (b.dram) c.noc_read_bytes += size;
     c.pages_read++;
 }
 
-void noc_write_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t size,
-                    uint32_t offset, uint32_t line) {
+void write_to_buffer(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint32_t l1_addr, uint32_t line,
+                     const char* op) {
     Task& t = cur();
-    Buffer& b = buffer_at(base, is_dram, line);
-    if (size == 0) size = page_size;
     if (!front_cb_covers(*t.core, l1_addr, size)) {
-        kernel_error(line, format("noc_async_write_page(%u) reads L1 [0x%x, 0x%x), which is not inside pages obtained "
-                                  "with cb_wait_front", page, l1_addr, l1_addr + size));
+        kernel_error(line, format("%s(%u) reads L1 [0x%x, 0x%x), which is not inside pages obtained with "
+                                  "cb_wait_front", op, page, l1_addr, l1_addr + size));
     }
-    uint8_t* dst = page_ptr(b, page, offset, size, line, "noc_async_write_page");
-    if (!sim().protocol_only) std::memcpy(dst, l1_ptr(*t.core, l1_addr, size, line), size);
-    t.outstanding_writes = true;
+    page_ptr(b, page, offset, size, line, op);   // bounds
+    check_transfer(op, l1_addr, "L1", bank_address(b, page, offset), b.dram ? "DRAM" : "L1 buffer", size,
+                   arch().l1_alignment, line);
+    PendingTransfer p;
+    p.write = true;
+    p.l1_lo = l1_addr;
+    p.l1_hi = l1_addr + size;
+    p.buffer = static_cast<size_t>(&b - sim().buffers.data());
+    p.page = page;
+    p.offset = offset;
+    if (!sim().protocol_only) {
+        const uint8_t* src = l1_ptr(*t.core, l1_addr, size, line);
+        p.data.assign(src, src + size);
+    }
+    noc_issue(t, std::move(p), line);
     auto& c = t.core->counters;
     if (b.dram) c.dram_write_bytes += size;
     c.noc_write_bytes += size;
     c.pages_written++;
+}
+
+}  // namespace
+
+void noc_read_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t offset,
+                   uint32_t line) {
+    Buffer& b = buffer_at(base, is_dram, line);
+    read_from_buffer(b, page, offset, page_size - offset, l1_addr, line, "noc_async_read_page");
+}
+
+void noc_write_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t size,
+                    uint32_t offset, uint32_t line) {
+    Buffer& b = buffer_at(base, is_dram, line);
+    write_to_buffer(b, page, offset, size == 0 ? page_size : size, l1_addr, line, "noc_async_write_page");
 }
 
 uint64_t noc_page_addr(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t offset) {
@@ -127,15 +175,8 @@ void noc_read(uint64_t src, uint32_t l1_addr, uint32_t size, uint32_t line) {
             kernel_error(line, format("noc_async_read from core (x=%u, y=%u): reads from other cores' L1 are not "
                                       "emulated", x, y));
         }
-        CBState* cb = reserved_cb_covering(*t.core, l1_addr, size);
-        if (cb == nullptr) {
-            kernel_error(line, format("noc_async_read writes L1 [0x%x, 0x%x), which is not inside pages reserved with "
-                                      "cb_reserve_back", l1_addr, l1_addr + size));
-        }
-        const uint8_t* s = l1_ptr(*t.core, from, size, line);
-        if (!sim().protocol_only) std::memmove(l1_ptr(*t.core, l1_addr, size, line), s, size);
-        cb->pending_reads = true;
-        t.outstanding_reads = true;
+        check_transfer("noc_async_read", from, "L1", l1_addr, "L1", size, arch().l1_alignment, line);
+        issue_read(t, l1_ptr(*t.core, from, size, line), l1_addr, size, line, "noc_async_read");
         t.core->counters.noc_read_bytes += size;
         return;
     }
@@ -143,11 +184,7 @@ void noc_read(uint64_t src, uint32_t l1_addr, uint32_t size, uint32_t line) {
     const uint32_t base = static_cast<uint32_t>((src >> 32) & 0x7fffffffu);
     const uint32_t page = static_cast<uint32_t>((src >> 12) & 0xfffffu);
     const uint32_t offset = static_cast<uint32_t>(src & 0xfffu);
-    Buffer& b = buffer_at(base, dram, line);
-    if (size != b.page_size - offset) {
-        kernel_error(line, format("noc_async_read of %u bytes: tt-sim emulates page-sized reads only", size));
-    }
-    noc_read_page(base, dram, b.page_size, page, l1_addr, offset, line);
+    read_from_buffer(buffer_at(base, dram, line), page, offset, size, l1_addr, line, "noc_async_read");
 }
 
 void noc_write(uint32_t l1_addr, uint64_t dst, uint32_t size, uint32_t line) {
@@ -155,20 +192,17 @@ void noc_write(uint32_t l1_addr, uint64_t dst, uint32_t size, uint32_t line) {
     const uint32_t base = static_cast<uint32_t>((dst >> 32) & 0x7fffffffu);
     const uint32_t page = static_cast<uint32_t>((dst >> 12) & 0xfffffu);
     const uint32_t offset = static_cast<uint32_t>(dst & 0xfffu);
-    Buffer& b = buffer_at(base, dram, line);
-    noc_write_page(base, dram, b.page_size, page, l1_addr, size, offset, line);
+    write_to_buffer(buffer_at(base, dram, line), page, offset, size, l1_addr, line, "noc_async_write");
 }
 
 void noc_read_barrier(uint32_t line) {
     (void)line;
-    Task& t = cur();
-    t.outstanding_reads = false;
-    for (CBState& s : t.core->cbs) s.pending_reads = false;
+    noc_land(cur(), false);
 }
 
 void noc_write_barrier(uint32_t line) {
     (void)line;
-    cur().outstanding_writes = false;
+    noc_land(cur(), true);
 }
 
 uint32_t my_core_x() { return cur().core->x; }

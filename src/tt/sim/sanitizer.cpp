@@ -70,7 +70,10 @@ void check_end_of_run(const Device& dev, const std::vector<std::unique_ptr<Task>
         }
     }
     for (const auto& t : tasks) {
-        if (t->outstanding_writes) {
+        if (noc_has_pending(*t, false)) {
+            die(where(*t, 0) + ": kernel ended with NoC reads not completed (missing noc_async_read_barrier)");
+        }
+        if (noc_has_pending(*t, true)) {
             die(where(*t, 0) + ": kernel ended with NoC writes not completed (missing noc_async_write_barrier)");
         }
         if (t->role == Role::Compute && t->compute.phase != ComputeState::Phase::Idle) {

@@ -82,12 +82,23 @@ struct CBState {
     uint32_t wr_ptr = 0, rd_ptr = 0;       // page indices in the ring
     uint32_t reserved = 0, waited = 0, packed = 0;
     uint32_t high_water = 0;
-    bool pending_reads = false;            // a NoC read into reserved pages has not been barriered yet
 };
 
 struct Counters {
     uint64_t dram_read_bytes = 0, dram_write_bytes = 0, noc_read_bytes = 0, noc_write_bytes = 0;
     uint64_t pages_read = 0, pages_written = 0, matmul_tiles = 0, tile_ops = 0, packs = 0;
+};
+
+// A NoC transfer issued but not yet landed (noc_async.cpp). Reads land in L1 [l1_lo, l1_hi); writes read L1
+// [l1_lo, l1_hi) and land in DRAM/L1 buffer `buffer` page `page` at `offset`.
+struct Task;
+struct PendingTransfer {
+    const Task* owner = nullptr;
+    bool write = false;
+    uint32_t l1_lo = 0, l1_hi = 0, line = 0;
+    size_t buffer = 0;
+    uint32_t page = 0, offset = 0;
+    std::vector<uint8_t> data;     // the bytes that will land (empty in protocol-only runs)
 };
 
 struct Core {
@@ -96,6 +107,7 @@ struct Core {
     std::array<CBState, kMaxCBs> cbs;
     Counters counters;
     std::vector<uint32_t> semaphores;
+    std::vector<PendingTransfer> pending;   // NoC transfers in flight, in issue order
 };
 
 enum class Role { Reader, Writer, Compute };
@@ -131,7 +143,6 @@ struct Task {
     std::string blocked_on;              // description of the blocking call, empty when runnable
     uint32_t blocked_line = 0;
     uint32_t cur_line = 0;
-    bool outstanding_reads = false, outstanding_writes = false;
     ComputeState compute;
 };
 
@@ -194,6 +205,16 @@ void configure_cb(const Device& dev, Core& core, const host::CBSpec& spec, uint3
 // ---- L1, NoC and DRAM (noc.cpp) ------------------------------------------------------------------------
 uint8_t* l1_ptr(Core& core, uint32_t addr, uint32_t size, uint32_t line);
 uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint32_t line, const char* op);
+
+// ---- asynchronous NoC (noc_async.cpp) ------------------------------------------------------------------
+// Transfers land at the matching barrier (strict, the default), or earlier at points a seed chooses
+// (TT_SIM_NOC_SEED=N): never before issue, always by the barrier. A read poisons its L1 destination at issue.
+void noc_issue(Task& t, PendingTransfer&& transfer, uint32_t line);
+void noc_land(Task& t, bool writes);       // the barrier: land every read (or write) of `t`
+void noc_maybe_land(Task& t);              // seeded mode: land some transfers early
+const PendingTransfer* noc_pending_overlap(const Core& core, bool write, uint32_t lo, uint32_t hi);
+bool noc_has_pending(const Task& t, bool write);
+uint64_t bank_address(const Buffer& b, uint32_t page, uint32_t offset);
 
 // ---- kernel JIT (jit.cpp) ------------------------------------------------------------------------------
 void load_kernels(Program& program, Device& dev);
