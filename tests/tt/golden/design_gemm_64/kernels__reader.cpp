@@ -14,21 +14,29 @@ struct TileGrid {
     uint32_t last_cols;
 };
 
-// Zero rows >= valid_rows and columns >= valid_cols of the tile at l1_addr (four 16x16 faces, row-major
-// faces), with NoC reads from the core's zero region.
-inline void zero_tile_tail(uint32_t l1_addr, uint32_t elem_bytes, uint32_t valid_rows, uint32_t valid_cols) {
+// Zero the tile at l1_addr with NoC reads from the core's zero region, MEM_ZEROS_SIZE bytes at a time (source and
+// destination stay aligned, as the NoC requires).
+inline void zero_tile(uint32_t l1_addr, uint32_t tile_bytes) {
     const uint64_t zeros = get_noc_addr(MEM_ZEROS_BASE);
-    for (uint32_t r = 0; r < 32; ++r) {
-        const uint32_t first_col = r < valid_rows ? valid_cols : 0;
-        for (uint32_t face_col = 0; face_col < 2; ++face_col) {
-            const uint32_t c0 = face_col * 16;
-            const uint32_t lo = first_col > c0 ? first_col : c0;
-            if (lo >= c0 + 16) {
-                continue;
-            }
-            const uint32_t face = (r / 16) * 2 + face_col;
-            const uint32_t offset = (face * 256 + (r % 16) * 16 + (lo - c0)) * elem_bytes;
-            noc_async_read(zeros, l1_addr + offset, (c0 + 16 - lo) * elem_bytes);
+    for (uint32_t done = 0; done < tile_bytes; done += MEM_ZEROS_SIZE) {
+        const uint32_t n = tile_bytes - done < MEM_ZEROS_SIZE ? tile_bytes - done : MEM_ZEROS_SIZE;
+        noc_async_read(zeros, l1_addr + done, n);
+    }
+}
+
+// An edge tile: rows >= valid_rows and columns >= valid_cols are zero. The tile is zeroed first; after the
+// barrier (NoC reads into overlapping L1 are not ordered) only its valid face-row segments are read, each at the
+// same offset in the DRAM page and in L1, so source and destination stay congruent modulo any NoC alignment.
+template <typename Accessor>
+inline void read_edge_tile(const Accessor& tensor, uint32_t page, uint32_t l1_addr, uint32_t tile_bytes,
+                           uint32_t elem_bytes, uint32_t valid_rows, uint32_t valid_cols) {
+    zero_tile(l1_addr, tile_bytes);
+    noc_async_read_barrier();
+    for (uint32_t r = 0; r < valid_rows; ++r) {
+        for (uint32_t face_col = 0; face_col < 2 && face_col * 16 < valid_cols; ++face_col) {
+            const uint32_t n = valid_cols - face_col * 16 < 16 ? valid_cols - face_col * 16 : 16;
+            const uint32_t offset = (((r / 16) * 2 + face_col) * 256 + (r % 16) * 16) * elem_bytes;
+            noc_async_read(get_noc_addr(page, tensor, offset), l1_addr + offset, n * elem_bytes);
         }
     }
 }
@@ -47,14 +55,15 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
             const uint32_t tile_row = row0 + r;
             const uint32_t tile_col = col0 + c;
             if (tile_row >= grid.tiles_h || tile_col >= grid.tiles_w) {
-                zero_tile_tail(l1_write_addr, elem_bytes, 0, 0);
+                zero_tile(l1_write_addr, tile_bytes);
             } else {
-                noc_async_read_page(tile_row * grid.tiles_w + tile_col, tensor, l1_write_addr);
+                const uint32_t page = tile_row * grid.tiles_w + tile_col;
                 const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
                 const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
                 if (valid_rows < 32 || valid_cols < 32) {
-                    noc_async_read_barrier();  // the page must land before its tail is zeroed
-                    zero_tile_tail(l1_write_addr, elem_bytes, valid_rows, valid_cols);
+                    read_edge_tile(tensor, page, l1_write_addr, tile_bytes, elem_bytes, valid_rows, valid_cols);
+                } else {
+                    noc_async_read_page(page, tensor, l1_write_addr);
                 }
             }
             l1_write_addr += tile_bytes;
