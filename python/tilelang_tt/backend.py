@@ -23,9 +23,13 @@ def _pass_pipeline(mod, target):
 
 
 def _build_without_compile(mod, target):
-    from .codegen import build_tt_without_compile
+    from . import codegen
 
-    return build_tt_without_compile(mod, target)
+    if codegen._ENV.bytecode_cache is None:     # compiled templates persist across processes (cache.py)
+        from .cache import template_bytecode_cache
+
+        codegen._ENV.bytecode_cache = template_bytecode_cache()
+    return codegen.build_tt_without_compile(mod, target)
 
 
 register_target_normalizer_first("tt", normalize_tt_target)

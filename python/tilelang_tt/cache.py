@@ -1,7 +1,7 @@
 """The persistent compile cache: compiled TT artifacts shared across processes.
 
-An entry is the artifact's files plus ``entry.json``, in ``<TileLang cache dir>/tt/<key>/`` (TileLang's cache
-directory is ``$TILELANG_CACHE_DIR``, default ``~/.tilelang/cache``). The key is TileLang's own kernel-cache key
+An entry is the artifact's files plus ``entry.json``, in ``<TileLang cache dir>/tt/kernels/<key>/`` (TileLang's
+cache directory is ``$TILELANG_CACHE_DIR``, default ``~/.tilelang/cache``). The key is TileLang's own kernel-cache key
 (the hash of the PrimFunc's script after TileLang's frontend, out_idx, target, target host, pass configs, compile
 flags, TileLang's version and the platform) combined with tilelang-tt's version, a hash of the package's Python
 sources, templates and schema (so any code change misses), the TT-Metalium SDK version and this entry format.
@@ -51,6 +51,24 @@ def cache_root() -> Path:
     return Path(env.TILELANG_CACHE_DIR) / "tt"
 
 
+def entries_root() -> Path:
+    return cache_root() / "kernels"
+
+
+def template_bytecode_cache():
+    """Jinja2's compiled-template cache in ``<TileLang cache dir>/tt/templates``: like ``__pycache__``, it only
+    saves recompiling the templates in each process (~40 ms) and follows their source (Jinja2 checks a hash of
+    each template), so it is used whatever the compile-cache switches say."""
+    import jinja2
+
+    where = cache_root() / "templates"
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(where))
+
+
 @lru_cache(maxsize=1)
 def package_fingerprint() -> str:
     """SHA-256 of the package's sources, templates and schema (not of built binaries or bytecode)."""
@@ -95,7 +113,7 @@ def _sha(text: str) -> str:
 
 def load(key: str) -> Entry | None:
     """The entry for ``key``, or None when absent or unusable (a bad entry is logged and set aside)."""
-    path = cache_root() / key
+    path = entries_root() / key
     meta_path = path / ENTRY_FILE
     if not meta_path.is_file():
         return None
@@ -135,7 +153,7 @@ def _discard(path: Path) -> None:
 
 def store(key: str, name: str, files: dict[str, str], source: str) -> Path | None:
     """Write an entry atomically; a failure to write (read-only or full disk) only logs."""
-    final = cache_root() / key
+    final = entries_root() / key
     meta = {"format": ENTRY_FORMAT, "key": key, "name": name, "created": time.time(), **versions(),
             "files": {rel: _sha(text) for rel, text in files.items()}, "source": _sha(source)}
     try:

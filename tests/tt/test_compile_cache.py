@@ -22,7 +22,7 @@ def cache_dir(tmp_path, monkeypatch, artifact_root):
     monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
     monkeypatch.delenv("TILELANG_TT_DUMP_IR", raising=False)
     TTKernelCache()._memory_cache.clear()      # every compile below reaches the disk cache
-    yield tmp_path / "tlcache" / "tt"
+    yield tmp_path / "tlcache" / "tt" / "kernels"
     TTKernelCache()._memory_cache.clear()
 
 
@@ -57,7 +57,8 @@ def test_second_process_hits_and_runs(tmp_path):
     assert (first["cache"], second["cache"]) == ("miss", "hit")
     assert first["src"] == second["src"] and first["dir"] == second["dir"]
     assert second["err"] < 1e-6
-    assert len(list((tmp_path / "tlcache" / "tt").iterdir())) == 1
+    assert len(list((tmp_path / "tlcache" / "tt" / "kernels").iterdir())) == 1
+    assert list((tmp_path / "tlcache" / "tt" / "templates").iterdir())       # compiled Jinja2 templates
 
 
 def test_changed_kernel_or_option_misses(cache_dir):

@@ -163,3 +163,16 @@ def test_inspect_bad_input_exit_status(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tilelang_tt.cli", "inspect", str(tmp_path / "x.ttpkg")],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 2 and "not a tilelang-tt package" in proc.stderr
+
+
+def test_plan_schema_is_a_valid_schema():
+    """plan.py no longer checks its schema at run time (it cost ~50 ms per process); this does."""
+    import jsonschema
+
+    from tilelang_tt import plan as plan_mod
+
+    schema = plan_mod.schema()
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+    broken = {**schema, "type": 12}
+    with pytest.raises(jsonschema.SchemaError):
+        jsonschema.validators.validator_for(broken).check_schema(broken)
