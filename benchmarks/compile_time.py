@@ -89,7 +89,7 @@ def _attention(seq=1024, dim=64, block_M=64, block_N=64, dtype="float16"):
             for k in T.Pipelined(T.ceildiv(seq, block_N), num_stages=1):
                 T.copy(K[k * block_N, 0], K_s)
                 T.clear(acc_s)
-                T.gemm(Q_s, K_s, acc_s, transpose_B=True)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -102,7 +102,7 @@ def _attention(seq=1024, dim=64, block_M=64, block_N=64, dtype="float16"):
                     acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
                 T.copy(acc_s, acc_s_cast)
                 T.copy(V[k * block_N, 0], V_s)
-                T.gemm(acc_s_cast, V_s, acc_o)
+                T.gemm(acc_s_cast, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
                 T.reduce_sum(acc_s, row_sum, dim=1)
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * rescale[i] + row_sum[i]
