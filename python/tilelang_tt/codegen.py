@@ -81,6 +81,8 @@ class _Context:
         self.dev = get_device(options.arch)
         opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
         self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
+        # resolved by the TIR pipeline (annotation > target option > ttnn default for the data formats)
+        self.math_fidelity = str(opts.get("math_fidelity") or options.math_fidelity)
         self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
         self.names = NameSupply()
         self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
@@ -136,7 +138,7 @@ def _kernel_specs(ctx: _Context, program) -> dict:
         kernels[role] = {"file": KERNEL_FILES[role], "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
                          "compile_args": [{"tensor_accessor": t} for t in names], "runtime_args": {"layout": layout}}
-    kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": ctx.options.math_fidelity,
+    kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": ctx.math_fidelity,
                           "fp32_dest_acc_en": ctx.fp32_acc, "compile_args": [],
                           "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in ctx.rt_names] +
                                                       [{"name": n, "kind": "shape"} for n in shape_names]}}
@@ -190,7 +192,7 @@ def _plan(ctx: _Context, program) -> dict:
         "core_ranges": _plain(ctx.func.attrs[attrs.CORE_RANGES]), "runtime_args": ctx.rt_names,
         "shape_args": [v.name for v in ctx.shape_vars], "mapping": _plain(schedule["mapping"]),
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
-        "math_fidelity": ctx.options.math_fidelity,
+        "math_fidelity": ctx.math_fidelity,
     }
     plan_mod.validate(plan)
     return plan

@@ -163,7 +163,7 @@ def get_device(arch: str) -> DeviceProfile:
 
 
 # ---- performance model inputs (perf_model.py) ---------------------------------------------------------------
-# Source tags refer to /work/shared/reference/PERF_ANCHORS.md ([S] spec, [P] published measurement, [D] derived
+# Source tags refer to ../shared/reference/PERF_ANCHORS.md ([S] spec, [P] published measurement, [D] derived
 # there; S1..S22 are its source list). Nothing else in the package spells these numbers.
 
 # FPU cycles of one 32x32x32 tile matmul (matmul_tiles) by math fidelity: 16 per fidelity phase (one 8x16x16

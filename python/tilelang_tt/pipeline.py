@@ -15,7 +15,6 @@ Set ``TILELANG_TT_DUMP_IR=<dir>`` to write the IR after every pass to ``<dir>/<k
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -97,11 +96,6 @@ def build_program(func, ctx, options: TTOptions):
     from .transform.lower_to_program import LowerToProgram
     from .ttir import dump
 
-    # The compute config resolved by lower_module (annotation > target option > ttnn default) is what the
-    # plan and the host program's ComputeConfig print.
-    opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
-    if opts.get("math_fidelity"):
-        ctx.options = dataclasses.replace(options, math_fidelity=str(opts["math_fidelity"]))
     program = LowerToProgram(func, ctx.name, ctx.cbs, ctx.tensor_names, ctx.names,
                              ctx.dev.dst_capacity(ctx.fp32_acc), ctx.fp32_acc, ctx.src).run()
     program.cbs = ctx.program_cbs()

@@ -131,22 +131,6 @@ def calls(body):
             yield n
 
 
-def map_calls(body, fn) -> list:
-    """A copy of ``body`` with every Call replaced by ``fn(call)`` (a Call, a list of nodes, or None)."""
-    out = []
-    for n in body:
-        if isinstance(n, For):
-            out.append(For(n.var, n.min, n.extent, map_calls(n.body, fn), n.note))
-        elif isinstance(n, Call):
-            r = fn(n)
-            if r is None:
-                continue
-            out.extend(r if isinstance(r, list) else [r])
-        else:
-            out.append(n)
-    return out
-
-
 def _arg_text(a) -> str:
     from .cexpr import cexpr
 

@@ -262,7 +262,7 @@ CASES = [
     ("rect_too_many", lambda: schedule(policy="rect", rect=(0, 0, 1, 1)), {"max_cores": 8}, TTScheduleError,
      r"16 rectangles of 1x1 blocks are needed but only 8 cores are usable"),
     ("l1_budget", lambda: gemm(block=512, M=1024, N=1024, K_=1024, fp="float32"), {}, TTUnsupportedError,
-     r"circular buffers need \d+ bytes of L1 per core, more than the 1499136 bytes of wormhole_b0"),
+     r"circular buffers need \d+ bytes of L1 per core, more than the 1393312 bytes a kernel can use on wormhole_b0"),
     ("too_many_cbs", lambda tmp: many_buffers(40, tmp), {}, TTUnsupportedError,
      r"more than 32 circular buffers are needed.*wormhole_b0 has 32 CBs"),
     ("dst_capacity", lambda: deep_chain(9), {}, TTUnsupportedError,

@@ -116,7 +116,7 @@ def test_passes_also_run_under_tvm_pass_manager():
 
     opts = make_options(max_cores=3)
     mod = tvm.IRModule({"main": K.elementwise_add(64, 64)})
-    seq = tvm.transform.Sequential([GridToPersistentTT(opts), TTShardToCoreMap(opts.device.grid_x), TilePadTT(),
+    seq = tvm.transform.Sequential([GridToPersistentTT(opts), TTShardToCoreMap(opts.device.grid_x, opts.device.l1_usable_bytes), TilePadTT(),
                                     MemorySpaceLowerTT(opts.device)])
     out = seq(mod)["main"]
     assert [int(m["count"]) for m in out.attrs[attrs.SCHEDULE]["mapping"]] == [2, 1, 1]

@@ -283,7 +283,7 @@ def test_every_tir_statement_type_is_handled_or_refused():
 
     lowerer = _Lowerer(tiny, get_device("wormhole_b0"))
     program = LowerToProgram(tiny, "tiny", {}, {}, NameSupply(), 8, False, "test.py:1")
-    handled = {"memory_space_lower": {"SeqStmt", "Bind", "AttrStmt_swizzle"},
+    handled = {"memory_space_lower": {"SeqStmt", "Bind"},
                "lower_to_program": {"SeqStmt", "Bind"}}
     for name, make in factories.items():
         for walker, fn in (("memory_space_lower", lambda s: lowerer.lower(s, 2)),

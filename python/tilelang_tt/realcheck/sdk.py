@@ -40,6 +40,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def wheel_path() -> Path:
+    """The pinned ttnn wheel (TILELANG_TT_TTNN_WHEEL, or downloaded once into the cache)."""
+    return _download_wheel(cache_root() / "wheels")
+
+
 def _download_wheel(dest: Path) -> Path:
     local = os.environ.get("TILELANG_TT_TTNN_WHEEL")
     if local:
@@ -64,7 +69,7 @@ def sdk_root() -> Path:
     stamp = root / ".complete"
     if stamp.is_file():
         return root
-    wheel = _download_wheel(cache_root() / "wheels")
+    wheel = wheel_path()
     digest = _sha256(wheel)
     if digest != WHEEL_SHA256:
         raise TTCheckError(f"{wheel} has SHA-256 {digest}, expected {WHEEL_SHA256}", construct="ttnn wheel",

@@ -13,9 +13,8 @@ import tvm
 from tvm import tirx
 from tvm.ir import Op
 
+from ..device import TILE  # noqa: F401  (re-exported for the passes)
 from ..errors import TTError, TTLoweringError
-
-TILE = 32
 
 
 def visit(node, fn) -> None:

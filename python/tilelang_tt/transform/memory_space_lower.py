@@ -422,9 +422,9 @@ class _Lowerer:
                            "depth_blocks": depth, "num_pages": depth * block_tiles,
                            "bytes": depth * block_tiles * fmt.tile_bytes}
         total = sum(e["bytes"] for e in table.values())
-        if total > self.device.l1_bytes:
+        if total > self.device.l1_usable_bytes:
             raise TTUnsupportedError(f"circular buffers need {total} bytes of L1 per core, more than the "
-                                     f"{self.device.l1_bytes} bytes of {self.device.arch}", construct="tile buffers",
+                                     f"{self.device.l1_usable_bytes} bytes a kernel can use on {self.device.arch}", construct="tile buffers",
                                      source=self.src, fix="use smaller blocks or fewer pipeline stages")
         return table
 

@@ -39,7 +39,7 @@ def core_ranges(cores: list[list[int]], device_cols: int) -> list[list[list[int]
     return ranges
 
 
-def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int = 1464 * 1024) -> tirx.PrimFunc:
+def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> tirx.PrimFunc:
     src = source_of(func)
     tensors = {func.buffer_map[p].data: func.buffer_map[p] for p in func.params if p in func.buffer_map}
 
@@ -106,7 +106,7 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int = 146
     return out.with_attr(attrs.SHARDS, shards)
 
 
-def TTShardToCoreMap(device_cols: int, l1_bytes: int = 1464 * 1024):
+def TTShardToCoreMap(device_cols: int, l1_bytes: int):
     @prim_func_pass("tt.TTShardToCoreMap")
     def transform(func, mod, ctx):
         return shard_to_core_map(func, device_cols, l1_bytes)
