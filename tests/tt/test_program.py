@@ -294,3 +294,17 @@ def test_every_tir_statement_type_is_handled_or_refused():
                 assert str(e), name
                 continue
             assert name in handled[walker], f"{walker} silently accepted {name}"
+
+
+def test_verifier_runs_in_every_compile(monkeypatch, tmp_path):
+    """Drop a program pass from the pipeline: the compile stops at the verifier instead of printing bad C++."""
+    from examples import kernels as K
+    from tilelang_tt import pipeline
+
+    monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))     # also bypasses the compile cache
+
+    original = pipeline.program_passes
+    monkeypatch.setattr(pipeline, "program_passes",
+                        lambda ctx: [p for p in original(ctx) if p[0] != "PlaceCBPops"])
+    with pytest.raises(TTVerifyError, match=r"\[unlowered\] consume has no C\+\+ form"):
+        tilelang.compile(K.design_gemm(64, 64, 64), target="tt -max_cores=3")
