@@ -73,6 +73,11 @@ void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
                                   "noc_async_read_barrier() first (the read issued at line %u has not landed)", cb, n,
                                   p->line));
     }
+    if (const PendingTransfer* p = noc_pending_inline_overlap(*t.core, lo, lo + n * s.page_size)) {
+        kernel_error(line, format("cb_push_back(%u, %u) publishes pages whose NoC writes were not completed: call "
+                                  "noc_async_write_barrier() first (the noc_inline_dw_write issued at line %u has not "
+                                  "landed)", cb, n, p->line));
+    }
     if (t.role == Role::Compute && s.packed > 0 && s.packed < n) {
         kernel_error(line, format("cb_push_back(%u, %u) but only %u tiles were packed", cb, n, s.packed));
     }

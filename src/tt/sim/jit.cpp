@@ -81,6 +81,8 @@ Build plan_build(const KernelImage& k, const Device& dev) {
     defines += " -DNOC_INDEX=" + std::to_string(k.spec.noc);
     defines += " -DMEM_ZEROS_BASE=" + std::to_string(dev.arch.mem_zeros_base) + "u";
     defines += " -DMEM_ZEROS_SIZE=" + std::to_string(dev.arch.mem_zeros_size) + "u";
+    if (k.spec.compute && k.spec.fp32_dest_acc_en) defines += " -DTT_SIM_DST_ACCUM_MODE=1";   // DST_ACCUM_MODE
+    if (k.spec.compute && k.spec.math_approx_mode) defines += " -DTT_SIM_APPROX=1";            // APPROX
     for (const auto& [name, value] : k.spec.defines) defines += " " + shell_quote("-D" + name + "=" + value);
     const std::string flags = "-std=c++17 -O2 -fPIC -shared -Wall -Werror";
     const std::string source = read_file(k.source_path);

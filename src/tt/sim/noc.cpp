@@ -195,6 +195,49 @@ void noc_write(uint32_t l1_addr, uint64_t dst, uint32_t size, uint32_t line) {
     write_to_buffer(buffer_at(base, dram, line), page, offset, size, l1_addr, line, "noc_async_write");
 }
 
+void noc_inline_write(uint64_t dst, uint32_t value, uint8_t byte_enable, uint32_t line) {
+    Task& t = cur();
+    if ((dst >> 62) != 1) {
+        kernel_error(line, format("noc_inline_dw_write to NoC address 0x%llx: tt-sim emulates inline writes to this "
+                                  "core's L1 only (get_noc_addr(l1_addr)); the SDK does not support DRAM destinations",
+                                  static_cast<unsigned long long>(dst)));
+    }
+    const uint32_t y = static_cast<uint32_t>((dst >> 48) & 0x3fff), x = static_cast<uint32_t>((dst >> 40) & 0xff);
+    const uint32_t addr = static_cast<uint32_t>(dst & 0xffffffffu);
+    if (x != t.core->x || y != t.core->y) {
+        kernel_error(line, format("noc_inline_dw_write to core (x=%u, y=%u): writes to other cores' L1 are not "
+                                  "emulated", x, y));
+    }
+    if (addr % 4 != 0) {
+        kernel_error(line, format("noc_inline_dw_write to L1 0x%x: the address must be 4-byte aligned", addr));
+    }
+    if (byte_enable == 0 || byte_enable > 0xF) {
+        kernel_error(line, format("noc_inline_dw_write with byte enable 0x%x: it must be 0x1-0xF", byte_enable));
+    }
+    if (reserved_cb_covering(*t.core, addr, 4) == nullptr) {
+        kernel_error(line, format("noc_inline_dw_write writes L1 [0x%x, 0x%x), which is not inside pages reserved "
+                                  "with cb_reserve_back", addr, addr + 4));
+    }
+    l1_ptr(*t.core, addr, 4, line);
+    if (const PendingTransfer* p = noc_pending_overlap(*t.core, false, addr, addr + 4)) {
+        kernel_error(line, format("noc_inline_dw_write to L1 0x%x while the NoC read issued at line %u into those "
+                                  "bytes has not landed: the NoC does not order them; call noc_async_read_barrier() "
+                                  "first", addr, p->line));
+    }
+    PendingTransfer p;
+    p.write = true;
+    p.inline_l1 = true;
+    p.l1_lo = addr;
+    p.l1_hi = addr + 4;
+    p.byte_enable = byte_enable;
+    if (!sim().protocol_only) {
+        p.data.resize(4);
+        std::memcpy(p.data.data(), &value, 4);
+    }
+    noc_issue(t, std::move(p), line);
+    t.core->counters.noc_write_bytes += 4;
+}
+
 void noc_read_barrier(uint32_t line) {
     (void)line;
     noc_land(cur(), false);

@@ -32,7 +32,11 @@ uint64_t next_random() {
 
 void land(Core& core, PendingTransfer& p) {
     if (p.data.empty()) return;
-    if (p.write) {
+    if (p.inline_l1) {   // noc_inline_dw_write: the enabled bytes of one word
+        for (uint32_t i = 0; i < p.data.size(); ++i) {
+            if ((p.byte_enable >> i) & 1u) core.l1[p.l1_lo + i] = p.data[i];
+        }
+    } else if (p.write) {
         Buffer& b = sim().buffers[p.buffer];
         std::memcpy(page_ptr(b, p.page, p.offset, static_cast<uint32_t>(p.data.size()), p.line, "noc_async_write"),
                     p.data.data(), p.data.size());
@@ -90,7 +94,14 @@ void noc_maybe_land(Task& t) {
 
 const PendingTransfer* noc_pending_overlap(const Core& core, bool write, uint32_t lo, uint32_t hi) {
     for (const PendingTransfer& p : core.pending) {
-        if (p.write == write && p.l1_lo < hi && lo < p.l1_hi) return &p;
+        if (!p.inline_l1 && p.write == write && p.l1_lo < hi && lo < p.l1_hi) return &p;
+    }
+    return nullptr;
+}
+
+const PendingTransfer* noc_pending_inline_overlap(const Core& core, uint32_t lo, uint32_t hi) {
+    for (const PendingTransfer& p : core.pending) {
+        if (p.inline_l1 && p.l1_lo < hi && lo < p.l1_hi) return &p;
     }
     return nullptr;
 }

@@ -7,7 +7,8 @@
 //   cb.cpp         circular buffers: runtime args, reserve/push/wait/pop, CB placement in L1
 //   noc.cpp        NoC and DRAM: buffers, interleaved pages, NoC reads/writes and barriers
 //   numerics.cpp   data formats and rounding: unpack, pack, DST rounding
-//   compute.cpp    the compute kernel API: DST handshake, inits, tile ops
+//   compute.cpp    the compute kernel API: DST handshake, inits, tile ops, SFPU ops
+//   reduce_bcast.cpp  reduce_tile (with the packer's edge mask) and broadcast tile ops
 //   sanitizer.cpp  errors, `where()` reporting, end-of-run checks
 //   counters.cpp   the run report
 #pragma once
@@ -87,6 +88,7 @@ struct CBState {
 struct Counters {
     uint64_t dram_read_bytes = 0, dram_write_bytes = 0, noc_read_bytes = 0, noc_write_bytes = 0;
     uint64_t pages_read = 0, pages_written = 0, matmul_tiles = 0, tile_ops = 0, packs = 0;
+    uint64_t reduce_tiles = 0;   // reduce_tile calls (also counted in tile_ops)
 };
 
 // A NoC transfer issued but not yet landed (noc_async.cpp). Reads land in L1 [l1_lo, l1_hi); writes read L1
@@ -99,6 +101,10 @@ struct PendingTransfer {
     size_t buffer = 0;
     uint32_t page = 0, offset = 0;
     std::vector<uint8_t> data;     // the bytes that will land (empty in protocol-only runs)
+    // noc_inline_dw_write: `data` lands in this core's L1 at l1_lo (bytes whose bit in byte_enable is set);
+    // l1_lo/l1_hi is then the destination, not a source.
+    bool inline_l1 = false;
+    uint8_t byte_enable = 0xF;
 };
 
 struct Core {
@@ -131,6 +137,15 @@ struct ComputeState {
     int srca = -1, srcb = -1, pack = -1;   // CB whose format the unpacker / packer is configured for
     uint8_t dst_fmt = kFloat32;           // rounding format of DST in 16-bit mode
     uint32_t matmul_transpose = 0;
+    // DST tiles written since tile_regs_acquire(): pack release leaves DST undefined on hardware (ZEROACC), which
+    // FPU ops read as their identity and the packer as 0, but SFPU loads of it are undefined behaviour.
+    std::array<bool, 16> defined{};
+    // Between reduce_init and reduce_uninit: the reduce configured, and the packer's edge mask (only the
+    // reduce's result positions are packed, 0 elsewhere).
+    bool reduce_active = false;
+    ReducePool reduce_pool = ReducePool::Sum;
+    ReduceAxis reduce_axis = ReduceAxis::Row;
+    uint32_t reduce_line = 0;
 };
 
 struct Task {
@@ -212,7 +227,10 @@ uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint
 void noc_issue(Task& t, PendingTransfer&& transfer, uint32_t line);
 void noc_land(Task& t, bool writes);       // the barrier: land every read (or write) of `t`
 void noc_maybe_land(Task& t);              // seeded mode: land some transfers early
+// A read (write = false) landing in, or a write (write = true) reading, L1 [lo, hi); inline writes landing in
+// [lo, hi) count as writes.
 const PendingTransfer* noc_pending_overlap(const Core& core, bool write, uint32_t lo, uint32_t hi);
+const PendingTransfer* noc_pending_inline_overlap(const Core& core, uint32_t lo, uint32_t hi);
 bool noc_has_pending(const Task& t, bool write);
 uint64_t bank_address(const Buffer& b, uint32_t page, uint32_t offset);
 

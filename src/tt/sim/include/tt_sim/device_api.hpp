@@ -35,6 +35,7 @@ void noc_read(uint64_t src_noc_addr, uint32_t l1_addr, uint32_t size, uint32_t l
 void noc_write(uint32_t l1_addr, uint64_t dst_noc_addr, uint32_t size, uint32_t line);
 void noc_read_barrier(uint32_t line);
 void noc_write_barrier(uint32_t line);
+void noc_inline_write(uint64_t dst_noc_addr, uint32_t value, uint8_t byte_enable, uint32_t line);
 uint32_t my_core_x();
 uint32_t my_core_y();
 
@@ -50,19 +51,48 @@ void tile_regs_wait(uint32_t line);
 void tile_regs_release(uint32_t line);
 void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order, uint32_t line);
 
-enum class Init : uint8_t { Copy, Matmul, Binary, Transpose, Sfpu };
-void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, uint32_t line);
+// Inits: FPU inits (every kind but Sfpu) end the packer's reduce edge mask, and are refused while a reduce is
+// active (reduce_uninit() first); `name` is the API call, for diagnostics.
+enum class Init : uint8_t { Copy, Matmul, Binary, Transpose, Bcast, Sfpu };
+void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char* name, uint32_t line);
 void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
 void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
 void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t line);
 
-enum class Binary : uint8_t { Add, Sub, Mul, Div, RSub };
+enum class Binary : uint8_t { Add, Sub, Mul, Div, RSub, Max, Min, Lt, Gt, Le, Ge, Eq, Ne, Pow };
 void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t tb, uint32_t dst, uint32_t line);
-void binary_dst(Binary op, uint32_t dst_a, uint32_t dst_b, uint32_t dst_out, uint32_t line);
+// SFPU ops take the SDK's VectorMode value (R: faces 0-1, C: faces 0 and 2, RC: all four faces).
+void binary_dst(Binary op, uint32_t dst_a, uint32_t dst_b, uint32_t dst_out, uint8_t vector_mode, uint32_t line);
 void binary_scalar(Binary op, uint32_t dst, uint32_t param_bits, uint32_t line);
 
-enum class Unary : uint8_t { Exp, Log, Sqrt, Rsqrt, Recip, Relu, Gelu, GeluTanh, Negative, Tanh, Sigmoid, Erf };
-void unary(Unary op, uint32_t dst, uint32_t line);
+enum class Unary : uint8_t {
+    Exp, Log, Sqrt, Rsqrt, Recip, Relu, Gelu, GeluTanh, Negative, Tanh, Sigmoid, Erf, Erfc, Exp2, Abs, Square, Silu,
+    Sign, Gtz, Ltz, Gez, Lez, Eqz, Nez
+};
+void unary(Unary op, uint32_t dst, uint8_t vector_mode, uint32_t line);
+// Unary ops with parameters (fp32 bit patterns unless noted): y = f(x, p0, p1).
+enum class UnaryParam : uint8_t {
+    Power,            // x ** float(p0)
+    PowerIterative,   // x ** p0, p0 a non-negative integer
+    Max, Min,         // max(x, float(p0)), min(x, float(p0))
+    Gt, Lt, Ge, Le, Eq, Ne,   // x op float(p0) ? 1.0 : 0.0
+    Clamp,            // min(max(x, float(p0)), float(p1))
+    ExpScaled         // exp(x * float(p0))
+};
+void unary_param(UnaryParam op, uint32_t dst, uint32_t p0, uint32_t p1, uint8_t vector_mode, uint32_t line);
 void fill_tile(uint32_t dst, float value, uint32_t line);
+void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32_t dst_out, uint32_t line);
+
+// ---- reduce and broadcast (reduce_bcast.cpp) ----------------------------------------------------------
+enum class ReducePool : uint8_t { Sum, Avg, Max };
+enum class ReduceAxis : uint8_t { Row, Col, Scalar };
+void reduce_init(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_scaler, uint32_t ocb, uint32_t line);
+void reduce_tile(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_scaler, uint32_t itile,
+                 uint32_t itile_scaler, uint32_t dst, uint32_t line);
+void reduce_uninit(uint32_t line);
+enum class BcastDim : uint8_t { None, Col, Row, Scalar };   // BroadcastType's values
+void bcast_tiles(Binary op, BcastDim dim, uint32_t icb0, uint32_t icb1, uint32_t itile0, uint32_t itile1, uint32_t dst,
+                 uint32_t bcast_row_idx, uint32_t line);
+void unary_bcast(BcastDim dim, uint32_t icb, uint32_t itile, uint32_t dst, uint32_t line);
 
 }  // namespace tt_sim

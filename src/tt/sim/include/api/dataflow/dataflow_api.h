@@ -65,6 +65,27 @@ inline void noc_async_write(uint32_t src_local_l1_addr, uint64_t dst_noc_addr, u
     tt_sim::noc_write(src_local_l1_addr, dst_noc_addr, size, line);
 }
 
+// Where an inline write goes (risc_attribs.h); tt-sim emulates L1 destinations (DEFAULT, L1).
+enum class InlineWriteDst : uint8_t { DEFAULT = 0, L1 = 1, REG = 2 };
+#ifndef NOC_UNICAST_WRITE_VC
+#define NOC_UNICAST_WRITE_VC 1
+#endif
+
+// Writes the 4 bytes of `val` (those whose bit in `be` is set) to a 4-byte aligned L1 address of this core
+// (get_noc_addr(l1_addr)); asynchronous like noc_async_write: it lands by noc_async_write_barrier() /
+// noc_async_writes_flushed().
+template <InlineWriteDst dst_type = InlineWriteDst::DEFAULT, bool posted = false, bool flush = true>
+inline void noc_inline_dw_write(uint64_t addr, uint32_t val, uint8_t be = 0xF, uint8_t noc = noc_index,
+                                uint8_t vc = NOC_UNICAST_WRITE_VC, uint32_t customized_src_addr = 0,
+                                uint32_t line = __builtin_LINE()) {
+    static_assert(dst_type != InlineWriteDst::REG, "tt-sim: inline writes to stream registers are not emulated");
+    static_assert(flush, "tt-sim: noc_inline_dw_write<flush = false> (a caller-provided source slot) is not emulated");
+    (void)noc;
+    (void)vc;
+    (void)customized_src_addr;
+    tt_sim::noc_inline_write(addr, val, be, line);
+}
+
 inline void noc_async_read_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
     (void)noc;
     tt_sim::noc_read_barrier(line);
