@@ -104,9 +104,12 @@ class _Context:
 
     def shape(self, buf):
         """Dimensions as ints, or C++ expressions of the (renamed) symbolic dimensions."""
+        return self.dims(buf.shape)
+
+    def dims(self, dims):
         renames = self.names.renames()
-        return tuple(_dim(tirx.stmt_functor.substitute(d, renames) if not isinstance(d, int) else d)
-                     for d in buf.shape)
+        return tuple(_dim(tirx.stmt_functor.substitute(d, renames) if isinstance(d, tirx.PrimExpr) and
+                          not isinstance(d, tirx.IntImm) else d) for d in dims)
 
 
 def _cb_entry(v) -> dict:
@@ -123,7 +126,7 @@ def _cb_entry(v) -> dict:
 
 def _kernel_tensors(ctx: _Context, program, role: str) -> list[int]:
     op = "read_tiles" if role == "reader" else "write_tiles"
-    used = {c.args[1].name for c in calls(program.kernels[role].body) if c.op == op}
+    used = {c.args[1].name for c in calls(program.kernels[role].body) if c.op in (op, op + "_window")}
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
@@ -150,13 +153,14 @@ def _buffers(ctx: _Context, program) -> list:
     reads, writes = _kernel_tensors(ctx, program, "reader"), _kernel_tensors(ctx, program, "writer")
     out = []
     for i, buf in ctx.tensors:
-        shape = ctx.shape(buf)
+        shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
+        logical = ctx.dims(padding[buf.name]["logical"])
         fmt = data_format(buf.dtype, f"tensor {buf.name}", ctx.src)
         num_pages = _mul(_tiles(shape[-2]), _tiles(shape[-1]))
         io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
         shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in shards[buf.name].items()}
-        out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(shape),
+        out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(logical), "view": list(shape),
                     "padded_shape": [_dim(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
                     "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
                     "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
@@ -227,7 +231,8 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
-        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER)
+        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER,
+        scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)))
 
 
 def _render_compute(ctx: _Context, program, plan) -> str:

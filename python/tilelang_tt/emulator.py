@@ -157,6 +157,15 @@ def _store(target, raw: np.ndarray, fmt: str) -> None:
     np.copyto(target, raw.reshape(target.shape).astype(target.dtype))
 
 
+def _eval_dim(d, shapes: dict[str, int]) -> int:
+    """A plan dimension: an int, a symbolic dimension's name, or a C++ product/sum of them (a folded view)."""
+    if isinstance(d, int):
+        return d
+    if d in shapes:
+        return shapes[d]
+    return int(eval(d.replace("/", "//"), {"__builtins__": {}}, dict(shapes)))  # noqa: S307 - plan expressions
+
+
 def bind_shapes(plan: dict, tensors: dict[int, object]) -> dict[str, int]:
     """Check every tensor against the plan and give each symbolic dimension (T.dynamic) its value."""
     shapes: dict[str, int] = {}
@@ -216,10 +225,10 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         shapes, dims = bind_shapes(plan, tensors), {}
         for buf in plan["buffers"]:
             value = tensors[buf["param_index"]]
-            logical = tuple(shapes[d] if isinstance(d, str) else d for d in buf["shape"])
-            dims[buf["name"]] = (logical, tuple(-(-n // 32) * 32 for n in logical))
+            view = tuple(_eval_dim(d, shapes) for d in buf.get("view", buf["shape"]))
+            dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
             if buf["io"] in ("input", "inout"):
-                raw = pad_to(_to_numpy(value, buf["format"]), dims[buf["name"]][1], buf["format"])
+                raw = pad_to(_to_numpy(value, buf["format"]).reshape(view), dims[buf["name"]][1], buf["format"])
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         if shapes:
             (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))

@@ -33,10 +33,17 @@ def _register(name: str, num_inputs: int) -> Op:
 
 
 class TTOps:
-    # read_block(cb, tensor_index, tile_row, tile_col, rows, cols): reader moves a rows x cols block of tiles
-    read_block = _register("read_block", 7)
-    # write_block(cb, tensor_index, tile_row, tile_col, rows, cols): writer stores a block from a CB
-    write_block = _register("write_block", 7)
+    # read_block(cb, tensor_index, tile_row, tile_col, rows, cols, row_off, nrows, col_off, ncols): reader moves a
+    # rows x cols block of tiles; a block smaller than a tile is the window [row_off, +nrows) x [col_off, +ncols)
+    # of its one tile (0, 32, 0, 32 for whole tiles)
+    read_block = _register("read_block", 11)
+    # write_block(cb, tensor_index, tile_row, tile_col, rows, cols, row_off, nrows, col_off, ncols): writer stores
+    # a block (only the window of a sub-tile block) from a CB
+    write_block = _register("write_block", 11)
+    # reduce(src_cb, dst_cb, kind, dim, clear, scratch_cb): dst (column vector for dim 1, row vector for dim 0) =
+    # reduction of src along dim; kind is "sum" | "max" | "min" | "abssum" | "absmax"; scratch_cb (-1 if none)
+    # holds |src| or -src for the abs / min kinds
+    reduce = _register("reduce", 7)
     # fill(dst_cb, value): every tile of the destination becomes `value`
     fill = _register("fill", 3)
     # matmul(a_cb, b_cb, c_cb, transpose_a, transpose_b): C += A @ B over whole blocks
@@ -98,6 +105,38 @@ def _sfpu(header: str, init: str, op: str) -> dict[str, CallSpec]:
             op: CallSpec(f"{op}({{0}})", "op", header, "sfpu", init)}
 
 
+COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")
+BCAST_DIMS = {"rows": "ROW", "cols": "COL", "scalar": "SCALAR"}
+POOLS = {"sum": "SUM", "max": "MAX"}
+
+
+def _sfpu_param(header: str, init: str, op: str) -> dict[str, CallSpec]:
+    return {init: CallSpec(f"{init}()", "init", header, "sfpu"),
+            op: CallSpec(f"{op}({{0}}, {{1}})", "op", header, "sfpu", init)}
+
+
+def _sfpu_binary(header: str, op: str) -> dict[str, CallSpec]:
+    return {f"{op}_init": CallSpec(f"{op}_init()", "init", header, "sfpu"),
+            op: CallSpec(f"{op}({{0}}, {{1}}, {{0}})", "op", header, "sfpu", f"{op}_init")}
+
+
+def _bcast(dim: str) -> dict[str, CallSpec]:
+    t = f"BroadcastType::{BCAST_DIMS[dim]}"
+    h = "api/compute/bcast.h"
+    return {f"unary_bcast_init_{dim}": CallSpec(f"unary_bcast_init<{t}>({{0}})", "init", h, "fpu"),
+            f"unary_bcast_{dim}": CallSpec(f"unary_bcast<{t}>({{0}}, {{1}}, {{2}})", "op", h, "fpu",
+                                           f"unary_bcast_init_{dim}", (0,)),
+            f"unary_bcast_uninit_{dim}": CallSpec(f"unary_bcast_uninit<{t}>({{0}})", "init", h, "fpu")}
+
+
+def _reduce(pool: str, dim: str) -> dict[str, CallSpec]:
+    t = f"PoolType::{POOLS[pool]}, ReduceDim::REDUCE_{dim.upper()}"
+    h = "api/compute/reduce.h"
+    return {f"reduce_init_{pool}_{dim}": CallSpec(f"reduce_init<{t}>({{0}}, {{1}}, {{2}})", "init", h, "fpu"),
+            f"reduce_tile_{pool}_{dim}": CallSpec(f"reduce_tile<{t}>({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", "op", h, "fpu",
+                                                  f"reduce_init_{pool}_{dim}", (0, 1))}
+
+
 CALLS: dict[str, CallSpec] = {
     # CB protocol (both kinds of kernel).
     "cb_reserve_back": CallSpec("cb_reserve_back({0}, {1})", "cb", pages=(0, 1)),
@@ -106,14 +145,18 @@ CALLS: dict[str, CallSpec] = {
     "cb_pop_front": CallSpec("cb_pop_front({0}, {1})", "cb", pages=(0, 1)),
     # Data movement: the helpers in templates/dataflow.cpp.j2 issue one NoC transfer per tile of a block.
     "read_tiles": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
+    "read_tiles_window": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),
     "noc_async_read_barrier": CallSpec("noc_async_read_barrier()", "noc"),
     "write_tiles": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
+    "write_tiles_window": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),
     "noc_async_write_barrier": CallSpec("noc_async_write_barrier()", "noc"),
     # DST ownership between math and pack.
     "tile_regs_acquire": CallSpec("tile_regs_acquire()", "dst"),
     "tile_regs_commit": CallSpec("tile_regs_commit()", "dst"),
     "tile_regs_wait": CallSpec("tile_regs_wait()", "dst"),
     "tile_regs_release": CallSpec("tile_regs_release()", "dst"),
+    # Constant tiles the reader builds: the reduce scaler (1.0 in row 0 of every face, the rest 0).
+    "generate_reduce_scaler": CallSpec("generate_reduce_scaler({0})", "noc"),
     # Start-up and data-format reconfiguration.
     "hw_startup": CallSpec("compute_kernel_hw_startup({0}, {1}, {2})", "startup",
                            "api/compute/compute_kernel_hw_startup.h"),
@@ -165,6 +208,34 @@ CALLS: dict[str, CallSpec] = {
     **_sfpu("api/compute/compute_kernel_api.h", "tanh_tile_init", "tanh_tile"),
     **_sfpu("api/compute/compute_kernel_api.h", "sigmoid_tile_init", "sigmoid_tile"),
     **_sfpu("api/compute/eltwise_unary/erf_erfc.h", "erf_tile_init", "erf_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "exp2_tile_init", "exp2_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "abs_tile_init", "abs_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "square_tile_init", "square_tile"),
+    **_sfpu("api/compute/compute_kernel_api.h", "silu_tile_init", "silu_tile"),
+    **_sfpu("api/compute/eltwise_unary/negative.h", "negative_tile_init", "negative_tile"),
+    # SFPU unary with one parameter: DST[{0}] = f(DST[{0}], {1}) ({1}: fp32 bit pattern, or the integer exponent).
+    **_sfpu_param("api/compute/compute_kernel_api.h", "power_tile_init", "power_tile"),
+    **_sfpu_param("api/compute/compute_kernel_api.h", "unary_max_tile_init", "unary_max_tile"),
+    **_sfpu_param("api/compute/compute_kernel_api.h", "unary_min_tile_init", "unary_min_tile"),
+    **{k: v for cmp in COMPARISONS for k, v in _sfpu_param("api/compute/eltwise_unary/comp.h", f"unary_{cmp}_tile_init",
+                                                           f"unary_{cmp}_tile").items()},
+    # SFPU binary max/min and comparisons between DST slots (1.0 / 0.0): DST[{0}] = op(DST[{0}], DST[{1}]).
+    **{k: v for op in ("max", "min") for k, v in _sfpu_binary("api/compute/binary_max_min.h", f"binary_{op}_tile").items()},
+    **{k: v for cmp in COMPARISONS for k, v in _sfpu_binary(_SFPU_BIN, f"{cmp}_binary_tile").items()},
+    # select: DST[{1}] = DST[{0}] != 0 ? DST[{1}] : DST[{2}] (the DST format of the kernel as template argument).
+    "where_tile_init": CallSpec("where_tile_init()", "init", "api/compute/eltwise_unary/where.h", "sfpu"),
+    "where_tile": CallSpec("where_tile<{3}>({0}, {1}, {2}, {1})", "op", "api/compute/eltwise_unary/where.h", "sfpu",
+                           "where_tile_init"),
+    # FPU binary ops whose second operand (a row / column / scalar vector tile) is broadcast.
+    **{k: v for op in ("add", "sub", "mul") for dim in BCAST_DIMS for k, v in {
+        f"{op}_bcast_{dim}_init": CallSpec(f"{op}_bcast_{dim}_init({{0}}, {{1}})", "init", "api/compute/bcast.h", "fpu"),
+        f"{op}_tiles_bcast_{dim}": CallSpec(f"{op}_tiles_bcast_{dim}({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", "op",
+                                            "api/compute/bcast.h", "fpu", f"{op}_bcast_{dim}_init", (0, 1))}.items()},
+    # Broadcast a row / column / scalar vector tile into DST (unpacked through SrcB), then restore the unpacker.
+    **{k: v for dim in BCAST_DIMS for k, v in _bcast(dim).items()},
+    # Reductions (the scaler CB {1} holds 1.0 in row 0 of every face); the result folds into DST[{4}].
+    **{k: v for pool in POOLS for dim in ("row", "col") for k, v in _reduce(pool, dim).items()},
+    "reduce_uninit": CallSpec("reduce_uninit()", "init", "api/compute/reduce.h", "fpu"),
     # Fill DST[{0}] with a constant.
     "fill_tile_init": CallSpec("fill_tile_init()", "init", "api/compute/eltwise_unary/fill.h", "sfpu"),
     "fill_tile": CallSpec("fill_tile({0}, {1})", "op", "api/compute/eltwise_unary/fill.h", "sfpu", "fill_tile_init"),
@@ -180,6 +251,8 @@ UNARY_TIR_OPS: dict[str, str] = {
     "tirx.tanh": "tanh_tile",
     "tirx.sigmoid": "sigmoid_tile",
     "tirx.erf": "erf_tile",
+    "tirx.exp2": "exp2_tile",
+    "tirx.fabs": "abs_tile",
 }
 
 # Headers every compute kernel includes.

@@ -285,11 +285,13 @@ class _Counter:
             self.call(cm.group(1), _split_args(cm.group(2)), env, work, mult)
 
     def call(self, op: str, args: list[str], env: dict, work: CoreWork, mult: int) -> None:
-        if op in ("read_tiles", "write_tiles"):
+        if op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window"):
             tensor = self.tensors[args[1].removeprefix("tensor:")]
             nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
+            if op.endswith("_window"):     # only the window's elements move
+                nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
             dram = tensor["placement"] == "DRAM"
-            if op == "read_tiles":
+            if op.startswith("read_tiles"):
                 work.noc_in_bytes += nbytes
                 work.dram_read_bytes += nbytes if dram else 0
             else:

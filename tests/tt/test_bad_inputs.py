@@ -165,12 +165,12 @@ def scalar_store():
     return k
 
 
-def rank3():
+def vector_both_ways():
     @T.prim_func
-    def k(A: T.Tensor((2, 64, 64), "float32"), C: T.Tensor((2, 64, 64), "float32")):
+    def k(A: T.Tensor((64, 64), "float32"), v: T.Tensor((64,), "float32"), C: T.Tensor((64, 64), "float32")):
         with T.Kernel(2, 2, threads=128) as (bx, by):
             for i, j in T.Parallel(32, 32):
-                C[0, by * 32 + i, bx * 32 + j] = A[0, by * 32 + i, bx * 32 + j]
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] + v[by * 32 + i] * v[bx * 32 + j]
     return k
 
 
@@ -198,13 +198,35 @@ def dynamic_expression_dim():
     return k
 
 
-def two_stores():
+def loop_var_value():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
         with T.Kernel(2, 2, threads=128) as (bx, by):
             for i, j in T.Parallel(32, 32):
-                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
-                A[by * 32 + i, bx * 32 + j] = 0.0
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * i
+    return k
+
+
+def transposed_index():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = A[bx * 32 + j, by * 32 + i]
+    return k
+
+
+def reduce_partial():
+    @T.prim_func
+    def k(A: T.Tensor((64, 48), "float32"), S: T.Tensor((64,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((32, 16), "float32")
+            A_f = T.alloc_fragment((32, 16), "float32")
+            s = T.alloc_fragment((32,), "float32")
+            T.copy(A[bx * 32, 0], A_s)
+            T.copy(A_s, A_f)
+            T.reduce_sum(A_f, s, dim=1)
+            T.copy(s, S[bx * 32])
     return k
 
 
@@ -268,7 +290,8 @@ CASES = [
     ("dst_capacity", lambda: deep_chain(9), {}, TTUnsupportedError,
      r"the expression needs \d+ DST tiles, more than the 4 available"),
     ("block_not_whole_tiles", lambda: gemm(block=48, M=96, N=96, K_=96), {}, TTShapeError,
-     r"tile buffer A_s has shape \[48, 48\]; TT blocks are made of whole 32x32 tiles"),
+     r"tile buffer A_s has shape \[48, 48\]: an extent above 32 that is not a multiple of 32 makes blocks straddle "
+     r"32x32 tiles.*fix: use 32 or 64"),
     ("max_cores_zero", lambda: K.elementwise_add(64, 64), {"max_cores": 0}, TTTargetError,
      r"max_cores must be a positive integer, got 0"),
     ("max_cores_beyond_device", lambda: K.elementwise_add(64, 64), {"max_cores": 65}, TTTargetError,
@@ -289,17 +312,18 @@ CASES = [
     ("global_to_global", global_to_global, {}, TTUnsupportedError, r"a global-to-global T.copy"),
     ("partial_window", partial_window, {}, TTUnsupportedError, r"only whole tile buffers can be copied"),
     ("scalar_store", scalar_store, {}, TTUnsupportedError, r"a scalar store outside T.Parallel"),
-    ("two_stores_in_parallel", two_stores, {}, TTUnsupportedError,
-     r"a T.Parallel nest must be 1 or 2 loops around one buffer store"),
-    ("unsupported_function", lambda: eltwise(lambda a, b: T.exp2(a)), {}, TTUnsupportedError,
-     r"elementwise function tirx.exp2 has no TT tile intrinsic"),
-    ("unsupported_min", lambda: eltwise(lambda a, b: T.min(a, b)), {}, TTUnsupportedError,
-     r"only T.max\(x, 0\) \(relu\) is supported among min/max"),
+    ("loop_var_as_value", loop_var_value, {}, TTUnsupportedError, r"loop variable i used as a value"),
+    ("transposed_index", transposed_index, {}, TTUnsupportedError, r"A\[.*\] is indexed transposed"),
+    ("reduce_partial_tile", reduce_partial, {}, TTUnsupportedError,
+     r"T.reduce_sum over 16 elements: a reduction runs over whole 32-element tile rows/columns"),
+    ("unsupported_function", lambda: eltwise(lambda a, b: T.floor(a)), {}, TTUnsupportedError,
+     r"elementwise function tirx.floor has no TT tile intrinsic"),
     ("float64", lambda: K.elementwise_add(64, 64, "float64"), {}, TTUnsupportedError,
      r"dtype 'float64' has no supported TT data format"),
     ("int32", lambda: K.elementwise_add(64, 64, "int32"), {}, TTUnsupportedError,
      r"dtype 'int32' has no supported TT data format"),
-    ("rank3_tensor", rank3, {}, TTShapeError, r"tensor A has rank 3 \(shape \[2, 64, 64\]\)"),
+    ("vector_both_orientations", vector_both_ways, {}, TTUnsupportedError,
+     r"1-D buffer v is used both as a per-row vector and as a per-column vector"),
     ("symbolic_grid_with_rect", lambda: dynamic_shape(dict(policy="rect")), {}, TTScheduleError,
      r"policy 'rect' needs a grid known at compile time; this grid depends on symbolic shapes \(M\)"),
     ("symbolic_dim_expression", dynamic_expression_dim, {}, TTUnsupportedError,

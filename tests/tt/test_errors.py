@@ -52,12 +52,12 @@ def unary_kernel(fn, dtype="float32"):
 
 CASES = {
     "block_not_tile_multiple": (lambda: gemm_kernel(M=96, N=96, K_=96, block=48), TTShapeError,
-                                r"buffer A_s: tile buffer A_s has shape \[48, 48\]; TT blocks are made of whole 32x32 "
-                                r"tiles.*fix: use block extents that are multiples of 32, e.g. \[64, 64\]"),
+                                r"buffer A_s: tile buffer A_s has shape \[48, 48\]: an extent above 32 that is not a "
+                                r"multiple of 32 makes blocks straddle 32x32 tiles.*fix: use 32 or 64"),
     "accumulate_before_clear": (lambda: gemm_kernel(M=256, N=256, clear=False, block=128), TTUnsupportedError,
                                 r"T.gemm accumulates into C_l before it is initialised.*fix: call T.clear\(C_l\)"),
-    "unsupported_function": (lambda: unary_kernel(T.exp2), TTUnsupportedError,
-                             r"elementwise function tirx.exp2 has no TT tile intrinsic"),
+    "unsupported_function": (lambda: unary_kernel(T.floor), TTUnsupportedError,
+                             r"elementwise function tirx.floor has no TT tile intrinsic"),
     "unsupported_dtype": (lambda: K.elementwise_add(64, 64, "float64"), TTUnsupportedError,
                           r"dtype 'float64' has no supported TT data format.*fix: use one of \['bfloat16', 'float16', 'float32'\]"),
     "int_dtype": (lambda: K.elementwise_add(64, 64, "int8"), TTUnsupportedError, r"dtype 'int8' has no supported TT data format"),

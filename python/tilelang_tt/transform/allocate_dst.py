@@ -3,7 +3,7 @@
 In:  a ``ttir.Program`` whose compute calls name DST tiles as ``Dst(VReg)`` (elementwise values) or
      ``Dst(int | PrimExpr)`` (matmul accumulators, fills: already physical).
 Out: every ``VReg`` replaced by the lowest free slot, per DST acquire (``tile_regs_acquire`` ..
-     ``tile_regs_release``): a register is live from its first to its last mention, so an SFPU binary
+     ``tile_regs_release``, loops inside it included): a register is live from its first to its last mention, so an SFPU binary
      op's second operand frees its slot as soon as it is consumed.
 Errors: TTUnsupportedError when one acquire needs more slots than DST holds in the kernel's accumulation
      mode (the expression is too deep: split it over two T.Parallel loops).
@@ -12,7 +12,7 @@ Errors: TTUnsupportedError when one acquire needs more slots than DST holds in t
 from __future__ import annotations
 
 from ..errors import TTUnsupportedError
-from ..ttir import Call, Dst, For, Program, VReg
+from ..ttir import Call, Dst, For, Program, VReg, calls
 
 
 def _regs(call: Call) -> list:
@@ -43,6 +43,10 @@ def _allocate(window: list, capacity: int, source) -> dict:
 def _rewrite(body: list, capacity: int, source) -> list:
     out, window = [], None
     for node in body:
+        if isinstance(node, For) and window is not None:
+            window += list(calls(node.body))     # a loop inside one acquire (a reduction over tiles)
+            out.append(node)
+            continue
         if isinstance(node, For):
             node = For(node.var, node.min, node.extent, _rewrite(node.body, capacity, source), node.note)
         elif isinstance(node, Call) and node.op == "tile_regs_acquire":

@@ -86,6 +86,7 @@ class TileOps:
     copy = op("tl.tileop.copy")
     fill = op("tl.tileop.fill")
     gemm = op("tl.tileop.gemm")
+    reduce = op("tl.tileop.reduce")
     region = op("tl.region")
     launch_thread_idx = op("tl.launch_thread_idx")
 
@@ -219,11 +220,11 @@ def static_shape(buf: tirx.Buffer, source: str | None = None) -> tuple[int, ...]
 
 
 def tile_shape_2d(shape: tuple[int, ...]) -> tuple[int, int]:
-    """(rows, cols) in tiles of a 2-D-or-more shape: leading dims fold into rows."""
+    """(rows, cols) in tiles of a 2-D-or-more shape (leading dims fold into rows); a partial tile counts as one."""
     rows = 1
     for s in shape[:-1]:
         rows *= s
-    return rows // TILE, shape[-1] // TILE
+    return -(-rows // TILE), -(-shape[-1] // TILE)
 
 
 def simplify(expr):

@@ -9,14 +9,20 @@ in place after its (unary) epilogue.
 
 from __future__ import annotations
 
+import math
+
 from tvm import tirx
 from tvm.ir import Op as TVMOp
 
 from ..errors import TTUnsupportedError
 from ..intrinsics import CALLS, UNARY_TIR_OPS
-from ..ttir import CB, Call, Dst, vreg
-from .lower_to_program import _BINARY, _loads, float_bits, loop
+from ..ttir import CB, Call, Dst, Lit, vreg
+from .lower_to_program import _BINARY, _loads, float_bits, float_lit, loop
 from .tensorize import is_scalar, strip_cast
+
+
+_COMPARE = {tirx.GT: "gt", tirx.LT: "lt", tirx.GE: "ge", tirx.LE: "le", tirx.EQ: "eq", tirx.NE: "ne"}
+_FLIP = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}
 
 
 def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
@@ -87,29 +93,137 @@ class _Eval:
         self.call(out, CALLS[op].init)
         self.call(out, op, v, *extra)
 
+    def bcast(self, name: str):
+        """How the leaf ``name`` broadcasts over the destination: None (same shape), "rows", "cols", "scalar"."""
+        R, C = self.lw.cbs[self.dest]["shape"]
+        r, c = self.lw.cbs[name]["shape"]
+        if (r, c) == (R, C):
+            return None
+        if r == 1 and c == 1:
+            return "scalar" if R > 1 and C > 1 else "cols" if C > 1 else "rows"
+        if c == 1 and r == R:
+            return "cols"
+        if r == 1 and c == C:
+            return "rows"
+        raise TTUnsupportedError(f"{name} of shape {[r, c]} cannot broadcast to {self.dest} of shape {[R, C]}",
+                                 construct=self.note, source=self.lw.src)
+
+    def leaf_index(self, name: str):
+        kind = self.bcast(name)
+        if kind is None:
+            return self.index(name)
+        r = 0 if kind in ("rows", "scalar") else self.r
+        c = 0 if kind in ("cols", "scalar") else self.c
+        return self.lw.queue_pos(name, r, c)
+
+    def fill(self, out, value: float) -> Dst:
+        v = vreg()
+        self.unary(out, "fill_tile", v, float_lit(value))
+        return v
+
     def eval(self, e, out) -> Dst:
         e = strip_cast(e)
+        if is_scalar(e):
+            return self.fill(out, float(e.value))
         if isinstance(e, tirx.BufferLoad):
-            cb = CB(e.buffer.name)
-            if e.buffer.name == self.dest and self.reads_dest:
+            name = e.buffer.name
+            cb = CB(name)
+            if name == self.dest and self.reads_dest:
                 self.call(out, "cb_wait_front", cb, 1)
             v = vreg()
+            kind = self.bcast(name)
+            if kind is not None:      # a vector tile spread over the whole tile (unpacked through SrcB)
+                self.call(out, "reconfig_data_format", cb, cb)
+                self.call(out, f"unary_bcast_init_{kind}", cb)
+                self.call(out, f"unary_bcast_{kind}", cb, self.leaf_index(name), v)
+                self.call(out, f"unary_bcast_uninit_{kind}", cb)
+                return v
             self.call(out, "reconfig_data_format_srca", cb)
             self.call(out, "copy_init", cb)
-            self.call(out, "copy_tile", cb, self.index(e.buffer.name), v)
+            self.call(out, "copy_tile", cb, self.index(name), v)
             return v
-        if isinstance(e, tirx.Call) and isinstance(e.op, TVMOp) and str(e.op.name) in UNARY_TIR_OPS:
-            v = self.eval(e.args[0], out)
-            self.unary(out, UNARY_TIR_OPS[str(e.op.name)], v)
-            return v
-        if isinstance(e, tirx.Max):     # T.max(x, 0): TensorizeTT admits only this form
-            v = self.eval(e.a if is_scalar(e.b) else e.b, out)
-            self.unary(out, "relu_tile", v)
-            return v
+        if isinstance(e, tirx.Call) and isinstance(e.op, TVMOp):
+            name = str(e.op.name)
+            if name in UNARY_TIR_OPS:
+                v = self.eval(e.args[0], out)
+                self.unary(out, UNARY_TIR_OPS[name], v)
+                return v
+            if name == "tirx.log2":
+                v = self.eval(e.args[0], out)
+                self.unary(out, "log_tile", v)
+                self.unary(out, "mul_unary_tile", v, float_bits(1.0 / math.log(2.0)))
+                return v
+            if name == "tirx.pow":
+                return self.power(e.args[0], float(strip_cast(e.args[1]).value), out)
+            if name == "tirx.if_then_else":
+                return self.select(e.args[0], e.args[1], e.args[2], out)
+        if isinstance(e, tirx.Select):
+            return self.select(e.condition, e.true_value, e.false_value, out)
+        if isinstance(e, (tirx.Max, tirx.Min)):
+            return self.minmax(e, out)
+        if isinstance(e, tuple(_COMPARE)):
+            return self.compare(e, out)
         if isinstance(e, tuple(_BINARY)):
             return self.binary(e, out)
         raise TTUnsupportedError(f"cannot evaluate {type(e).__name__} `{e}` on TT tiles", construct=str(e),
                                  source=self.lw.src)
+
+    def power(self, x, p: float, out) -> Dst:
+        v = self.eval(x, out)
+        if p == int(p) and p >= 0:
+            self.unary(out, "power_tile", v, Lit(f"{int(p)}u"))
+        elif p == 0.5:
+            self.unary(out, "sqrt_tile", v)
+        elif p == -0.5:
+            self.unary(out, "rsqrt_tile", v)
+        elif p == int(p):
+            self.unary(out, "power_tile", v, Lit(f"{int(-p)}u"))
+            self.unary(out, "recip_tile", v)
+        else:                                   # x ** p = exp(p * log(x))
+            self.unary(out, "log_tile", v)
+            self.unary(out, "mul_unary_tile", v, float_bits(p))
+            self.unary(out, "exp_tile", v)
+        return v
+
+    def select(self, cond, t, f, out) -> Dst:
+        vc = self.eval(cond, out)
+        vt = self.eval(t, out)
+        vf = self.eval(f, out)
+        self.call(out, "where_tile_init")
+        self.call(out, "where_tile", vc, vt, vf, Lit(self.lw.dst_format()))
+        return vt
+
+    def minmax(self, e, out) -> Dst:
+        a, b = strip_cast(e.a), strip_cast(e.b)
+        op = "max" if isinstance(e, tirx.Max) else "min"
+        if is_scalar(a) or is_scalar(b):
+            x, s = (b, a) if is_scalar(a) else (a, b)
+            v = self.eval(x, out)
+            if op == "max" and float(s.value) == 0.0:
+                self.unary(out, "relu_tile", v)
+            else:
+                self.unary(out, f"unary_{op}_tile", v, float_bits(float(s.value)))
+            return v
+        va, vb = self.eval(a, out), self.eval(b, out)
+        self.call(out, f"binary_{op}_tile_init")
+        self.call(out, f"binary_{op}_tile", va, vb)
+        return va
+
+    def compare(self, e, out) -> Dst:
+        a, b = strip_cast(e.a), strip_cast(e.b)
+        cmp = _COMPARE[type(e)]
+        if is_scalar(a) and is_scalar(b):
+            raise TTUnsupportedError(f"a comparison of two constants `{e}`", construct=self.note, source=self.lw.src)
+        if is_scalar(a) or is_scalar(b):
+            if is_scalar(a):        # s < x  <=>  x > s
+                a, b, cmp = b, a, _FLIP[cmp]
+            v = self.eval(a, out)
+            self.unary(out, f"unary_{cmp}_tile", v, float_bits(float(b.value)))
+            return v
+        va, vb = self.eval(a, out), self.eval(b, out)
+        self.call(out, f"{cmp}_binary_tile_init")
+        self.call(out, f"{cmp}_binary_tile", va, vb)
+        return va
 
     def binary(self, e, out) -> Dst:
         a, b = strip_cast(e.a), strip_cast(e.b)
@@ -131,6 +245,19 @@ class _Eval:
         dest_read = self.dest in (getattr(a, "buffer", None) and a.buffer.name,
                                   getattr(b, "buffer", None) and b.buffer.name) and self.reads_dest
         if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and kind != "div" and not dest_read:
+            ka, kb = self.bcast(a.buffer.name), self.bcast(b.buffer.name)
+            if ka is not None and kb is None and kind in ("add", "mul"):
+                a, b, ka, kb = b, a, kb, ka
+            if ka is None and kb is not None:     # x op vector: the FPU broadcasts operand B
+                ca, cb = CB(a.buffer.name), CB(b.buffer.name)
+                v = vreg()
+                self.call(out, "reconfig_data_format", ca, cb)
+                self.call(out, f"{kind}_bcast_{kb}_init", ca, cb)
+                self.call(out, f"{kind}_tiles_bcast_{kb}", ca, cb, self.index(a.buffer.name),
+                          self.leaf_index(b.buffer.name), v)
+                return v
+        if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and kind != "div" and not dest_read \
+                and self.bcast(a.buffer.name) is None and self.bcast(b.buffer.name) is None:
             ca, cb = CB(a.buffer.name), CB(b.buffer.name)
             v = vreg()
             self.call(out, "reconfig_data_format", ca, cb)
@@ -142,6 +269,7 @@ class _Eval:
         self.call(out, f"{kind}_binary_tile_init")
         self.call(out, f"{kind}_binary_tile", va, vb)
         return va
+
 
 
 def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:

@@ -31,7 +31,8 @@ from ..names import NameSupply, generated
 from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg
 from .common import TileOps, describe, tile_op_call
 
-_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose")
+_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce")
+SCALER = "reduce_scaler"     # the CB of the reduce scaler tile (TensorizeTT adds it; the reader fills it once)
 _BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}
 
 
@@ -70,6 +71,12 @@ class LowerToProgram:
     def run(self) -> Program:
         self._find_dst_frag_out(self.func.body)
         roles = self.lower(self.func.body)
+        if SCALER in self.cbs:     # built once by the reader, kept at compute's front for the whole kernel
+            cb, why = CB(SCALER), "the reduce scaler: 1.0 in row 0 of every face"
+            roles["reader"] = [Call("cb_reserve_back", (cb, 1), why), Call("generate_reduce_scaler", (cb,), why),
+                               Call("cb_push_back", (cb, 1), why)] + roles["reader"]
+            roles["compute"] = [Call("cb_wait_front", (cb, 1), why)] + roles["compute"] + \
+                [Call("cb_pop_front", (cb, 1), why)]
         kernels = {r: Kernel(r, roles[r]) for r in ("reader", "compute", "writer")}
         kernels["compute"].startup = self.startup[1] if self.startup else Call("hw_startup", (0, 0, 0))
         return Program(self.name, kernels, {}, self.cap, self.src, self.fp32_acc)
@@ -172,20 +179,26 @@ class LowerToProgram:
         name = self.cb_name(args[0])
         e = self.cbs[name]
         n = e["block_tiles"]
-        cb, where = CB(name), (Tensor(self.tensor_names[int(args[1])]), *map(self.expr, args[2:4]), int(args[4]),
-                               int(args[5]))
-        out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call("read_tiles", (cb, *where), note),
+        cb, where, op = CB(name), *self._where(args, "read_tiles")
+        out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call(op, (cb, *where), note),
                           Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, n), note)]}
         if "compute" in e["consumer"]:
             out["compute"] = [Call("consume", (cb, n), note)]
         return out
 
+    def _where(self, args, op: str):
+        """(tensor, tile row, tile col, rows, cols[, window]) of a transfer, and the helper that does it."""
+        where = (Tensor(self.tensor_names[int(args[1])]), *map(self.expr, args[2:4]), int(args[4]), int(args[5]))
+        window = tuple(self.expr(a) if not isinstance(a, tirx.IntImm) else int(a) for a in args[6:10])
+        if window == (0, 32, 0, 32):
+            return where, op
+        return where + window, op + "_window"
+
     def op_write_block(self, args, note) -> dict:
         name = self.cb_name(args[0])
         n = self.cbs[name]["block_tiles"]
-        cb, where = CB(name), (Tensor(self.tensor_names[int(args[1])]), *map(self.expr, args[2:4]), int(args[4]),
-                               int(args[5]))
-        return {"writer": [Call("cb_wait_front", (cb, n), note), Call("write_tiles", (cb, *where), note),
+        cb, where, op = CB(name), *self._where(args, "write_tiles")
+        return {"writer": [Call("cb_wait_front", (cb, n), note), Call(op, (cb, *where), note),
                            Call("noc_async_write_barrier", (), note), Call("cb_pop_front", (cb, n), note)]}
 
     # -- compute ---------------------------------------------------------------------------------------
@@ -282,6 +295,77 @@ class LowerToProgram:
                     + self.pack(cc, sub, note))
 
         return {"compute": loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))}
+
+    def dst_format(self) -> str:
+        return "DataFormat::Float32" if self.fp32_acc else "DataFormat::Float16_b"
+
+    def op_reduce(self, args, note) -> dict:
+        """One DST tile per output tile: reduce_tile folds the source tiles of its row (dim 1) or column (dim 0)
+        into it (after the previous value when ``clear`` is false); min negates, abs kinds reduce |src|."""
+        src, dst = self.cb_name(args[0]), self.cb_name(args[1])
+        kind, dim, clear = str(args[2].value), int(args[3]), bool(args[4])
+        scratch = self.cb_name(args[5]) if int(args[5]) >= 0 else None
+        pool = "max" if kind in ("max", "min", "absmax") else "sum"
+        rdim = "row" if dim == 1 else "col"
+        rows, cols = self.cbs[src]["shape_tiles"]
+        n_src = self.cbs[src]["block_tiles"]
+        cs, cd, scaler = CB(src), CB(dst), CB(SCALER)
+        out = []
+        if src in self.full:
+            if not self.full[src]:
+                raise TTUnsupportedError(f"{src} is reduced before it is written", construct=note, source=self.src)
+            out.append(Call("cb_wait_front", (cs, n_src), note))
+        if scratch is not None:      # |src| or -src, tile by tile, into the scratch CB
+            op = "negative_tile" if kind == "min" else "abs_tile"
+            cx = CB(scratch)
+
+            def pre(i):
+                v = vreg()
+                return [Call("tile_regs_acquire", (), note), Call("reconfig_data_format_srca", (cs,), note),
+                        Call("copy_init", (cs,), note), Call("copy_tile", (cs, i, v), note),
+                        Call(f"{op}_init", (), note), Call(op, (v,), note), Call("tile_regs_commit", (), note),
+                        *self.pack(cx, 1, note, slot=v)]
+
+            out += loop("i", n_src, pre)
+            out.append(Call("cb_wait_front", (cx, n_src), note))
+        data = CB(scratch) if scratch is not None else cs
+        if dst in self.full and self.full[dst] and clear:
+            n = self.cbs[dst]["block_tiles"]
+            out += [Call("cb_wait_front", (cd, n), "drop the previous value"),
+                    Call("cb_pop_front", (cd, n), "drop the previous value")]
+        if dst in self.full and not self.full[dst] and not clear:
+            raise TTUnsupportedError(f"T.reduce_*(clear=False) into {dst} before it is initialised", construct=note,
+                                     source=self.src, fix=f"T.clear({dst}) or T.fill it first")
+        self.note_startup(Call("hw_startup", (data, scaler, cd)), 1)
+        # REDUCE_ROW SUM unpacks the scaler through SrcA and the data through SrcB; MAX and REDUCE_COL the reverse
+        order = (scaler, data) if (pool, rdim) == ("sum", "row") else (data, scaler)
+        outer, inner = (rows, cols) if dim == 1 else (cols, rows)
+
+        def one(o):
+            v = vreg()
+            body = [Call("tile_regs_acquire", (), note)]
+            if not clear:
+                body += [Call("reconfig_data_format_srca", (cd,), note), Call("copy_init", (cd,), note),
+                         Call("cb_wait_front", (cd, 1), note), Call("copy_tile", (cd, 0, v), note),
+                         Call("cb_pop_front", (cd, 1), note)]
+                if kind == "min":
+                    body += [Call("negative_tile_init", (), note), Call("negative_tile", (v,), note)]
+            body += [Call("reconfig_data_format", order, note),
+                     Call(f"reduce_init_{pool}_{rdim}", (data, scaler, cd), note)]
+            body += loop("kt", inner, lambda k: [Call(f"reduce_tile_{pool}_{rdim}", (
+                data, scaler, self.queue_pos(src, o, k) if dim == 1 else self.queue_pos(src, k, o), 0, v), note)])
+            if kind == "min":
+                body += [Call("negative_tile_init", (), note), Call("negative_tile", (v,), note)]
+            body += [Call("tile_regs_commit", (), note), *self.pack(cd, 1, note, slot=v),
+                     Call("reduce_uninit", (), note)]
+            return body
+
+        out += loop("r", outer, one)
+        if scratch is not None:
+            out.append(Call("cb_pop_front", (CB(scratch), n_src), note))
+        if dst in self.full:
+            self.full[dst] = True
+        return {"compute": out}
 
     # -- elementwise -----------------------------------------------------------------------------------
     def queue_pos(self, name: str, r, c):

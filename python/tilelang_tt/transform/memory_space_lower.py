@@ -34,7 +34,7 @@ from ..device import DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, UnsupportedOps, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
+from .common import (TILE, Region, UnsupportedOps, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
                      tile_op_call, tile_shape_2d)
 
 SCOPE_SHARED = "shared.dyn"
@@ -48,6 +48,12 @@ class CBInfo:
     producer: set = field(default_factory=set)   # {"reader", "compute"}
     consumer: set = field(default_factory=set)   # {"writer", "compute"}
     stages: int = 2
+
+
+def _vars_of(expr) -> list:
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n) if isinstance(n, tirx.Var) else None)
+    return found
 
 
 def _affine_offset(index, var, analyzer):
@@ -69,6 +75,9 @@ class _Lowerer:
                        if p in func.buffer_map}
         self.cbs: dict[str, CBInfo] = {}
         self.allocs: list[tirx.Buffer] = []
+        self.alias: dict[str, tirx.Buffer] = {}       # buffer name -> the CB now holding its value
+        self.placements: dict[str, tuple] = {}        # CB name -> (row_off | None, col_off | None) in its tiles
+        self.events: list[tuple[str, str]] = []       # (buffer, "def" by the reader | "use"), in program order
 
     # -- buffers ---------------------------------------------------------------------------------------
     def tensor_index(self, buf: tirx.Buffer) -> int:
@@ -97,36 +106,62 @@ class _Lowerer:
                                      fix="give every T.alloc_shared / T.alloc_fragment a distinct name")
         self.cbs[buf.name] = CBInfo(buf)
 
-    def staging_buffer(self, like: tirx.Buffer, rows: int, cols: int, suffix: str, dtype=None) -> tirx.Buffer:
+    def staging_buffer(self, like: tirx.Buffer, rows: int, cols: int, suffix: str, dtype=None,
+                       scope: str = SCOPE_SHARED) -> tirx.Buffer:
         name = f"{like.name}_{suffix}"
         i = 1
         while name in self.cbs:
             i += 1
             name = f"{like.name}_{suffix}{i}"
-        buf = tirx.decl_buffer((rows, cols), dtype if dtype is not None else like.dtype, name, scope=SCOPE_SHARED)
+        buf = tirx.decl_buffer((rows, cols), dtype if dtype is not None else like.dtype, name, scope=scope)
         self.cbs[name] = CBInfo(buf)
         return buf
 
     # -- copies ----------------------------------------------------------------------------------------
     def tile_coords(self, region, what: str):
+        """(tile_row, tile_col, rows, cols, window) of a 2-D tensor window: whole tiles at tile-aligned offsets,
+        or a window inside one tile (extent < 32 that cannot straddle: 32 % extent == 0 and offset % extent == 0);
+        window = (row_off, nrows, col_off, ncols) within the tile."""
         if len(region.mins) != 2:
-            raise TTUnsupportedError(f"{what} on {len(region.mins)}-D buffer {region.buffer.name}", construct=what,
-                                     source=self.src, fix="use 2-D tensors whose extents are multiples of 32")
-        row = region.mins[0]
-        col = region.mins[-1]
-        for value, axis in ((row, "row"), (col, "column")):
-            if not self.analyzer.can_prove(tirx.floormod(value, TILE) == 0):
-                raise TTUnsupportedError(f"{what}: {axis} offset {value} of {region.buffer.name} is not a multiple of 32",
-                                         construct=what, source=self.src, fix="copy whole 32x32 tiles")
-        rows = 1
-        for e in region.extents[:-1]:
-            rows *= e
-        cols = region.extents[-1]
-        if rows % TILE or cols % TILE:
-            raise TTUnsupportedError(f"{what}: window {list(region.extents)} is not a whole number of tiles",
-                                     construct=what, source=self.src, fix="copy blocks whose extents are multiples of 32")
-        return (self.plain.simplify(tirx.floordiv(row, TILE)), self.plain.simplify(tirx.floordiv(col, TILE)),
-                rows // TILE, cols // TILE)
+            raise TTLoweringError(f"{what} on {len(region.mins)}-D buffer {region.buffer.name} after TilePadTT",
+                                  construct=what, source=self.src)
+        coords, counts, window = [], [], []
+        for value, extent, axis in ((region.mins[0], int(region.extents[0]), "row"),
+                                    (region.mins[1], int(region.extents[1]), "column")):
+            if extent % TILE == 0:
+                if not self.analyzer.can_prove(tirx.floormod(value, TILE) == 0):
+                    raise TTUnsupportedError(f"{what}: {axis} offset {value} of {region.buffer.name} is not a multiple "
+                                             "of 32", construct=what, source=self.src, fix="copy whole 32x32 tiles")
+                counts.append(extent // TILE)
+                window += [tirx.IntImm("int32", 0), TILE]
+            elif TILE % extent == 0 and self.analyzer.can_prove(tirx.floormod(value, extent) == 0):
+                counts.append(1)
+                window += [self.plain.simplify(tirx.floormod(value, TILE)), extent]
+            else:
+                raise TTUnsupportedError(
+                    f"{what}: a {axis} extent of {extent} at offset {value} of {region.buffer.name} can straddle two "
+                    "32x32 tiles", construct=what, source=self.src,
+                    fix="use block extents that are multiples of 32, or that divide 32 at offsets that are multiples "
+                        "of the extent (e.g. bx * 16 with 16)")
+            coords.append(self.plain.simplify(tirx.floordiv(value, TILE)))
+        return coords[0], coords[1], counts[0], counts[1], tuple(window)
+
+    def placement(self, name: str, window, what: str):
+        """Record (or check) where in its tiles a sub-tile block lives: every use must agree."""
+        sub = tuple(None if int(window[2 * k + 1]) == TILE else window[2 * k] for k in range(2))
+        if all(x is None for x in sub):
+            return
+        have = self.placements.get(name)
+        if have is None:
+            self.placements[name] = sub
+            return
+        for x, y in zip(have, sub):
+            if (x is None) != (y is None) or x is not None and not self.analyzer.can_prove(x == y):
+                raise TTUnsupportedError(
+                    f"{what}: {name} holds its block at tile offset {list(have)}, but this transfer needs it at "
+                    f"{list(sub)}", construct=what, source=self.src,
+                    fix="blocks smaller than a tile stay where they are in their tile: read and write them at the same "
+                        "offsets modulo 32")
 
     def check_whole(self, region, what: str):
         shape = static_shape(region.buffer, self.src)
@@ -145,34 +180,70 @@ class _Lowerer:
                                      fix="stage the data through T.alloc_shared")
         if is_global(src.buffer):
             self.check_whole(dst, what)
-            info = self.cb(dst.buffer)
+            target = dst.buffer
+            info = self.cb(target)
             info.producer.add("reader")
             info.stages = max(info.stages, stages)
-            r, c0, rows, cols = self.tile_coords(src, what)
-            self._check_block(dst.buffer, rows, cols, what)
-            return call(TTOps.read_block, self.cb_index_placeholder(dst.buffer), self.tensor_index(src.buffer), r, c0, rows, cols, note=note)
+            self.alias.pop(target.name, None)      # the reader refills it: later reads see this block
+            self.events.append((target.name, "def"))
+            r, c0, rows, cols, window = self.tile_coords(src, what)
+            self._check_block(target, rows, cols, what)
+            self.placements.pop(target.name, None)
+            self.placement(target.name, window, what)
+            return call(TTOps.read_block, self.cb_index_placeholder(target), self.tensor_index(src.buffer), r, c0, rows,
+                        cols, *window, note=note)
+        source = self.current(src.buffer)
         if is_global(dst.buffer):
             self.check_whole(src, what)
-            r, c0, rows, cols = self.tile_coords(dst, what)
-            self._check_block(src.buffer, rows, cols, what)
-            if str(src.buffer.scope()) == SCOPE_FRAGMENT:
+            r, c0, rows, cols, window = self.tile_coords(dst, what)
+            self._check_block(source, rows, cols, what)
+            self.placement(source.name, window, what)
+            info = self.cb(source)
+            if str(source.scope()) == SCOPE_FRAGMENT or "compute" in info.consumer or "reader" in info.producer:
                 # the packer converts to the tensor's format: the staging CB has the tensor's dtype
-                out = self.staging_buffer(src.buffer, rows * TILE, cols * TILE, "out", dtype=dst.buffer.dtype)
+                shape = static_shape(source)
+                out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
                 self.cbs[out.name].producer.add("compute")
                 self.cbs[out.name].consumer.add("writer")
-                self.cb(src.buffer).consumer.add("compute")
+                info.consumer.add("compute")
+                self.inherit(out.name, source.name)
                 return tirx.SeqStmt([
-                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(src.buffer, [0, 0]), note=note),
-                    call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows, cols, note=note)])
-            self.cb(src.buffer).consumer.add("writer")
-            return call(TTOps.write_block, self.cb_index_placeholder(src.buffer), self.tensor_index(dst.buffer), r, c0, rows, cols, note=note)
+                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, [0, 0]), note=note),
+                    call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows,
+                         cols, *window, note=note)])
+            info.consumer.add("writer")
+            return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
+                        rows, cols, *window, note=note)
         self.check_whole(src, what)
         self.check_whole(dst, what)
         if static_shape(src.buffer) != static_shape(dst.buffer):
             raise TTUnsupportedError("copy between tile buffers of different shapes", construct=what, source=self.src)
-        self.cb(src.buffer).consumer.add("compute")
-        self.cb(dst.buffer).producer.add("compute")
-        return call(TTOps.eltwise, self.cb_index_placeholder(dst.buffer), tirx.BufferLoad(src.buffer, [0, 0]), note=note)
+        self.cb(source).consumer.add("compute")
+        target = self.target(dst.buffer)
+        self.inherit(target.name, source.name)
+        return call(TTOps.eltwise, self.cb_index_placeholder(target), tirx.BufferLoad(source, [0, 0]), note=note)
+
+    # -- in-place updates: a buffer the reader fills and compute rewrites gets a fresh CB (renamed) ---------
+    def current(self, buf: tirx.Buffer) -> tirx.Buffer:
+        self.events.append((buf.name, "use"))
+        return self.alias.get(buf.name, buf)
+
+    def target(self, buf: tirx.Buffer) -> tirx.Buffer:
+        """The buffer a compute store into ``buf`` writes: ``buf`` itself, or a fresh CB when the reader fills
+        ``buf`` (one CB has one producer)."""
+        info = self.cb(buf)
+        if "reader" not in info.producer:
+            info.producer.add("compute")
+            return buf
+        shape = static_shape(buf)
+        new = self.staging_buffer(buf, shape[0], shape[1], "v", scope=SCOPE_FRAGMENT)
+        self.cbs[new.name].producer.add("compute")
+        self.alias[buf.name] = new
+        return new
+
+    def inherit(self, dst: str, src: str):
+        if src in self.placements and dst not in self.placements:
+            self.placements[dst] = self.placements[src]
 
     def _check_block(self, buf, rows, cols, what):
         if tile_shape_2d(static_shape(buf, self.src)) != (rows, cols):
@@ -185,96 +256,142 @@ class _Lowerer:
 
     # -- T.Parallel ------------------------------------------------------------------------------------
     def lower_parallel(self, loop: tirx.For):
+        """A T.Parallel nest of 1 or 2 loops around element-wise stores (and ``Bind``s, inlined): each store
+        becomes its own nest over tile buffers; global tensors are staged through CBs."""
         what = describe(loop)
-        note = f"T.Parallel: {tilelang_text(loop.body.body if isinstance(loop.body, tirx.For) else loop.body)}"
-        loops, body, env = [], loop, {}
-        while True:
-            if isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
-                loops.append(body)
-                body = body.body
-            elif isinstance(body, tirx.SeqStmt) and all(isinstance(b, tirx.Bind) for b in body.seq[:-1]):
-                # `y = by * 32 + i` / `x = A[i, j]` between or inside the loops: inline the local values
-                for b in body.seq[:-1]:
-                    env[b.var] = tirx.stmt_functor.substitute(b.value, env)
-                body = body.seq[-1]
+        loops, body = [], loop
+        while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+            loops.append(body)
+            body = body.body
+        stores, env = [], {}
+
+        def collect(stmt):
+            if isinstance(stmt, tirx.SeqStmt):
+                for x in stmt.seq:
+                    collect(x)
+            elif isinstance(stmt, tirx.Bind):
+                env[stmt.var] = tirx.stmt_functor.substitute(stmt.value, env)
+            elif isinstance(stmt, tirx.BufferStore):
+                sub = tirx.stmt_functor.substitute
+                stores.append(tirx.BufferStore(stmt.buffer, sub(stmt.value, env), [sub(ix, env) for ix in stmt.indices]))
+            elif isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL and not stores and not env:
+                loops.append(stmt)
+                collect(stmt.body)
             else:
-                break
-        if env and isinstance(body, tirx.BufferStore):
-            sub = tirx.stmt_functor.substitute
-            body = tirx.BufferStore(body.buffer, sub(body.value, env), [sub(ix, env) for ix in body.indices])
+                found = []
+                tirx.stmt_functor.post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, tirx.Call) else None)
+                for c in found:
+                    reason = UnsupportedOps.reason(c.op) if isinstance(c.op, tvm.ir.Op) else None
+                    if reason:
+                        raise TTUnsupportedError(f"{reason} ({c.op.name}) have no TT lowering: TT cores compute "
+                                                 "whole tiles without shared atomics or lanes", construct=what,
+                                                 source=self.src, fix="express the update as a tile operation (e.g. "
+                                                                      "a reduction into a fragment)")
+                raise TTUnsupportedError(f"{type(stmt).__name__} inside T.Parallel", construct=what, source=self.src,
+                                         fix="write element-wise assignments (and let-bound values) inside T.Parallel")
+
+        collect(body)
         calls = []
-        tirx.stmt_functor.post_order_visit(body, lambda n: calls.append(n) if isinstance(n, tirx.Call) else None)
+        for st in stores:
+            tirx.stmt_functor.post_order_visit(st, lambda n: calls.append(n) if isinstance(n, tirx.Call) else None)
         for c in calls:
             reason = UnsupportedOps.reason(c.op) if isinstance(c.op, tvm.ir.Op) else None
             if reason:
                 raise TTUnsupportedError(f"{reason} ({c.op.name}) have no TT lowering: TT cores compute whole "
                                          "tiles without shared atomics or lanes", construct=what, source=self.src,
                                          fix="express the update as a tile operation (e.g. a reduction into a fragment)")
-        if not isinstance(body, tirx.BufferStore) or len(loops) not in (1, 2):
-            raise TTUnsupportedError("a T.Parallel nest must be 1 or 2 loops around one buffer store",
-                                     construct=what, source=self.src, fix="write one elementwise assignment per T.Parallel")
-        if len(loops) == 1:
-            raise TTUnsupportedError("1-D T.Parallel over a tile", construct=what, source=self.src,
-                                     fix="iterate T.Parallel(rows, cols) over a 2-D block")
-        vi, vj = loops[0].loop_var, loops[1].loop_var
-        R = int(loops[0].extent) if isinstance(loops[0].extent, tirx.IntImm) else None
-        C = int(loops[1].extent) if isinstance(loops[1].extent, tirx.IntImm) else None
-        if R is None or C is None or R % TILE or C % TILE:
-            raise TTUnsupportedError(f"T.Parallel extents ({loops[0].extent}, {loops[1].extent}) are not multiples of 32",
-                                     construct=what, source=self.src, fix="use blocks whose extents are multiples of 32")
+        if not stores or len(loops) not in (1, 2):
+            raise TTUnsupportedError("a T.Parallel nest must be 1 or 2 loops around element-wise stores",
+                                     construct=what, source=self.src, fix="write one element-wise nest per T.Parallel")
+        for lp in loops:
+            if not isinstance(lp.extent, tirx.IntImm):
+                raise TTUnsupportedError(f"T.Parallel extent {lp.extent} is not a constant", construct=what,
+                                         source=self.src, fix="use constant block sizes")
+        out = []
+        for st in stores:
+            out += self.lower_store(loops, st, what)
+        return out[0] if len(out) == 1 else tirx.SeqStmt(out)
+
+    def lower_store(self, loops, store: tirx.BufferStore, what: str) -> list:
+        note = f"T.Parallel: {tilelang_text(store)}"
+        vars_ = [lp.loop_var for lp in loops]
+        extent = {lp.loop_var: int(lp.extent) for lp in loops}
         before, after = [], []
         staged: dict[str, tirx.Buffer] = {}
-        accesses = []
-        tirx.stmt_functor.post_order_visit(body, lambda n: accesses.append(n) if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) else None)
-        for acc in accesses:
-            for index in acc.indices:
-                inner = []
-                tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: inner.append(n) if isinstance(n, tirx.BufferLoad) else None)
-                if inner:
+
+        def split(buf, indices):
+            """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
+            if len(indices) != 2:
+                raise TTLoweringError(f"{buf.name} is indexed with {len(indices)} indices after TilePadTT",
+                                      construct=what, source=self.src)
+            dims = []
+            for ix in indices:
+                loads = []
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
+                if loads:
                     raise TTUnsupportedError(
-                        f"indirect (data-dependent) indexing of {acc.buffer.name} through {inner[0].buffer.name}",
+                        f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
                         construct=what, source=self.src,
                         fix="TT readers move whole tiles at addresses known per block; gather rows on the host or "
                             "restructure the kernel")
+                used = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(ix))]
+                if not used:
+                    dims.append((None, ix))
+                    continue
+                v = used[0]
+                off = _affine_offset(ix, v, self.plain)
+                if off is None:
+                    off = _affine_offset(ix, v, self.analyzer)
+                if len(used) > 1 or off is None:
+                    raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
+                                             construct=what, source=self.src,
+                                             fix="index blocks as X[base_i + i, base_j + j] inside T.Parallel")
+                dims.append((v, off))
+            return dims
 
-        def operand(buf: tirx.Buffer, indices, is_store: bool):
-            if len(indices) != 2:
-                raise TTUnsupportedError(f"{buf.name} is indexed with {len(indices)} indices", construct=what,
-                                         source=self.src)
-            loads = []
-            for index in indices:
-                tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
-            if loads:
-                raise TTUnsupportedError(f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
-                                         construct=what, source=self.src,
-                                         fix="TT readers move whole tiles at addresses known per block; gather rows "
-                                             "on the host or restructure the kernel")
-            # the user's names where the index is plainly affine; let-bound values (`y = by * 64 + i`) otherwise
-            offs = [_affine_offset(ix, v, self.plain) if _affine_offset(ix, v, self.plain) is not None
-                    else _affine_offset(ix, v, self.analyzer) for ix, v in ((indices[0], vi), (indices[1], vj))]
-            if offs[0] is None or offs[1] is None:
-                raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
-                                         construct=what, source=self.src,
-                                         fix="index tiles as X[base_i + i, base_j + j] inside T.Parallel")
+        accesses = [store]
+        tirx.stmt_functor.post_order_visit(store.value, lambda n: accesses.append(n) if isinstance(n, tirx.BufferLoad) else None)
+        for acc in accesses:
+            split(acc.buffer, acc.indices)      # indirect indexing is refused before anything is rewritten
+        dst_dims = split(store.buffer, store.indices)
+        shape = tuple(extent[v] if v is not None else 1 for v, _ in dst_dims)
+        for v in vars_:
+            if extent[v] > 1 and not any(d is v for d, _ in dst_dims):
+                raise TTUnsupportedError(f"the store to {store.buffer.name} does not depend on loop variable {v.name}: "
+                                         "every iteration writes the same element", construct=what, source=self.src,
+                                         fix="reduce with T.reduce_sum / T.reduce_max into a 1-D fragment instead")
+
+        def operand(buf, indices, is_store):
+            dims = split(buf, indices)
+            for k, (v, _) in enumerate(dims):
+                if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
+                    raise TTUnsupportedError(
+                        f"{buf.name}{list(indices)} is indexed transposed (or with a variable the store "
+                        f"{store.buffer.name} uses on another axis)", construct=what, source=self.src,
+                        fix="transpose with T.copy into a tile buffer and T.gemm(transpose_B=True), or index "
+                            "operands in the same order as the store")
+            window = tuple(extent[v] if v is not None else 1 for v, _ in dims)
             if not is_global(buf):
-                if not all(self.analyzer.can_prove(o == 0) for o in offs) or tile_shape_2d(static_shape(buf)) != (R // TILE, C // TILE):
-                    raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed [i, j] over its whole shape",
-                                             construct=what, source=self.src)
-                info = self.cb(buf)
-                (info.producer if is_store else info.consumer).add("compute")
+                buf = self.current(buf) if not is_store else buf
+                bshape = static_shape(buf, self.src)
+                for (v, off), n, w in zip(dims, bshape, window):
+                    if n != w or not self.analyzer.can_prove(off == 0):
+                        raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
+                                                 f"{list(bshape)} (an index i or j, or 0 for an extent of 1)",
+                                                 construct=what, source=self.src)
+                if is_store:
+                    return self.target(buf)
+                self.cb(buf).consumer.add("compute")
                 return buf
-            key = f"{buf.name}:{offs[0]}:{offs[1]}:{is_store}"
+            key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:{is_store}"
             if key in staged:
                 return staged[key]
-            region_row, region_col = offs
-            for value, axis in ((region_row, "row"), (region_col, "column")):
-                if not self.analyzer.can_prove(tirx.floormod(value, TILE) == 0):
-                    raise TTUnsupportedError(f"{axis} offset {value} of {buf.name} is not a multiple of 32",
-                                             construct=what, source=self.src, fix="align blocks to 32x32 tiles")
-            tile = self.staging_buffer(buf, R, C, "out" if is_store else "tile")
+            region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
+            r, c0, rows, cols, win = self.tile_coords(region, what)
+            tile = self.staging_buffer(buf, window[0], window[1], "out" if is_store else "tile")
             info = self.cbs[tile.name]
-            args = (self.tensor_index(buf), self.analyzer.simplify(tirx.floordiv(region_row, TILE)),
-                    self.analyzer.simplify(tirx.floordiv(region_col, TILE)), R // TILE, C // TILE)
+            self.placement(tile.name, win, what)
+            args = (self.tensor_index(buf), r, c0, rows, cols, *win)
             if is_store:
                 info.producer.add("compute")
                 info.consumer.add("writer")
@@ -286,20 +403,34 @@ class _Lowerer:
             staged[key] = tile
             return tile
 
-        def rewrite(expr):
-            def post(node):
-                if isinstance(node, tirx.BufferLoad):
-                    return tirx.BufferLoad(operand(node.buffer, node.indices, False), [vi, vj])
-                return None
-            return transform(tirx.Evaluate(expr), post, ["tirx.BufferLoad"]).value
+        loaded = []
 
-        value = rewrite(body.value)
-        dst = operand(body.buffer, body.indices, True)
-        store = tirx.BufferStore(dst, value, [vi, vj])
-        nest = tirx.For(loops[1].loop_var, loops[1].min, loops[1].extent, tirx.ForKind.PARALLEL, store)
-        nest = tirx.For(loops[0].loop_var, loops[0].min, loops[0].extent, tirx.ForKind.PARALLEL, nest)
-        stmts = before + [nest] + after
-        return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+        def post(node):
+            if isinstance(node, tirx.BufferLoad):
+                buf = operand(node.buffer, node.indices, False)
+                loaded.append(buf.name)
+                idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in split(node.buffer, node.indices)]
+                return tirx.BufferLoad(buf, idx)
+            return None
+
+        bare = transform(tirx.Evaluate(store.value), lambda n: tirx.const(0, n.dtype), ["tirx.BufferLoad"])
+        for v in _vars_of(bare.value):
+            if any(v.same_as(lv) for lv in vars_):
+                raise TTUnsupportedError(f"loop variable {v.name} used as a value", construct=what,
+                                         source=self.src, fix="TT tiles have no per-element index; read a tensor "
+                                                              "holding the values instead")
+        value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
+        dst = operand(store.buffer, store.indices, True)
+        for name in loaded:
+            self.inherit(dst.name, name)
+        if static_shape(dst) != shape:
+            raise TTLoweringError(f"store shape {list(shape)} does not match {dst.name}", construct=what,
+                                  source=self.src)
+        idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in dst_dims]
+        nest = tirx.BufferStore(dst, value, idx)
+        for lp in reversed(loops):
+            nest = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, nest)
+        return before + [nest] + after
 
     # -- statements ------------------------------------------------------------------------------------
     def lower(self, stmt, stages: int):
@@ -323,8 +454,20 @@ class _Lowerer:
             inner_stages = stages
             if "num_stages" in stmt.annotations:
                 inner_stages = max(1, int(stmt.annotations["num_stages"]))
-            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, self.lower(stmt.body, inner_stages),
-                            None, stmt.annotations)
+            alias_before, first_event = dict(self.alias), len(self.events)
+            body = self.lower(stmt.body, inner_stages)
+            for name in set(self.alias) | set(alias_before):
+                if self.alias.get(name) is alias_before.get(name):
+                    continue
+                first = next((kind for n, kind in self.events[first_event:] if n == name), "use")
+                if first != "def":
+                    raise TTUnsupportedError(
+                        f"{name} is filled by the reader and updated in place inside the loop over "
+                        f"{stmt.loop_var.name}, and the next iteration reads the updated value",
+                        construct=describe(stmt), source=self.src,
+                        fix="accumulate in a T.alloc_fragment (T.clear it before the loop) instead of the shared "
+                            "buffer the reader fills")
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, None, stmt.annotations)
         if isinstance(stmt, tirx.Bind):
             # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on
             self.analyzer.bind(stmt.var, stmt.value)
@@ -338,17 +481,28 @@ class _Lowerer:
             if c.op.same_as(TileOps.copy):
                 return self.lower_copy(stmt, c, stages)
             if c.op.same_as(TileOps.fill):
-                self.cb(decode_region(c.args[0], self.src).buffer).producer.add("compute")
-                return stmt
+                region = decode_region(c.args[0], self.src)
+                self.check_whole(region, describe(stmt))
+                target = self.target(region.buffer)
+                self.placements.pop(target.name, None)
+                return tirx.Evaluate(tirx.Call(c.dtype, c.op, [_with_buffer(c.args[0], target), *c.args[1:]]))
+            if c.op.same_as(TileOps.reduce):
+                return self.lower_reduce(stmt, c)
             if c.op.same_as(TileOps.gemm):
+                args = list(c.args)
                 for i in (0, 1):
-                    self.cb(decode_region(c.args[i], self.src).buffer).consumer.add("compute")
+                    buf = self.current(decode_region(c.args[i], self.src).buffer)
+                    self.cb(buf).consumer.add("compute")
+                    args[i] = _with_buffer(c.args[i], buf)
+                stmt = tirx.Evaluate(tirx.Call(c.dtype, c.op, args, c.annotations))
                 acc = self.cb(decode_region(c.args[2], self.src).buffer)
                 acc.producer.add("compute")
                 acc.consumer.add("compute")
                 return stmt
             raise TTUnsupportedError(f"tile operator {c.op.name} has no TT lowering", construct=describe(stmt),
-                                     source=self.src, fix="use T.copy, T.gemm, T.clear/T.fill and T.Parallel")
+                                     source=self.src, fix="use T.copy, T.gemm, T.reduce_*, T.clear/T.fill and "
+                                                          "T.Parallel")
+
         if isinstance(stmt, tirx.IfThenElse):
             loads = []
             tirx.stmt_functor.post_order_visit(tirx.Evaluate(stmt.condition), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
@@ -364,6 +518,39 @@ class _Lowerer:
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")
         raise TTUnsupportedError(f"statement {type(stmt).__name__}", construct=describe(stmt), source=self.src)
 
+    def lower_reduce(self, stmt, c):
+        """T.reduce_*(src, dst, dim, clear) -> ``reduce(src_cb, dst_cb, kind, dim, clear)``."""
+        what = describe(stmt)
+        src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
+        kind, dim, clear = str(c.args[2].value), int(c.args[3]), bool(c.args[4])
+        if kind not in REDUCE_KINDS:
+            raise TTUnsupportedError(f"T.reduce_{kind} has no TT lowering", construct=what, source=self.src,
+                                     fix=f"TT reduces with {sorted(REDUCE_KINDS)}")
+        self.check_whole(src, what)
+        self.check_whole(dst, what)
+        source = self.current(src.buffer)
+        rows, cols = static_shape(source, self.src)
+        dim = dim % 2
+        along = cols if dim == 1 else rows
+        if along % TILE:
+            raise TTUnsupportedError(
+                f"T.reduce_{kind} over {along} elements: a reduction runs over whole 32-element tile rows/columns",
+                construct=what, source=self.src, fix="reduce along an extent that is a multiple of 32")
+        want = (rows, 1) if dim == 1 else (1, cols)
+        if static_shape(dst.buffer, self.src) != want:
+            raise TTUnsupportedError(f"reduction output {dst.buffer.name} has shape {list(static_shape(dst.buffer))}, "
+                                     f"expected {list(want)}", construct=what, source=self.src)
+        self.cb(source).consumer.add("compute")
+        if not clear:
+            self.cb(self.current(dst.buffer)).consumer.add("compute")
+        target = self.target(dst.buffer) if clear else self.current(dst.buffer)
+        if not clear:
+            self.cb(target).producer.add("compute")
+        place = self.placements.get(source.name)
+        if place is not None:
+            self.placements[target.name] = (place[0], None) if dim == 1 else (None, place[1])
+        return call(TTOps.reduce, self.cb_index_placeholder(source), self.cb_index_placeholder(target),
+                    tirx.StringImm(kind), dim, clear, -1, note=tilelang_text(stmt))
     def _check_block_fields(self, realize):
         """A block is dissolved: fields that would change its meaning are refused, never dropped."""
         block, what = realize.block, describe(realize)
@@ -394,10 +581,6 @@ class _Lowerer:
         table, used = {}, set()
         for name, info in self.cbs.items():
             buf = info.buffer
-            if str(buf.scope()) == SCOPE_FRAGMENT and "reader" in info.producer:
-                raise TTUnsupportedError(f"fragment {name} is loaded from global memory",
-                                         construct=f"T.copy(..., {name})", source=self.src,
-                                         fix="load into T.alloc_shared and copy into the fragment")
             if {"reader", "compute"} <= info.producer:
                 raise TTUnsupportedError(f"{name} is filled by the reader and also written by compute",
                                          construct=name, source=self.src, fix="write the result into a separate buffer")
@@ -406,17 +589,18 @@ class _Lowerer:
                                          construct=name, source=self.src, fix="store from a separate buffer")
             if not info.producer and not info.consumer:
                 continue  # allocated but unused
-            if str(buf.scope()) == SCOPE_FRAGMENT or info.producer == {"compute"} and info.consumer <= {"compute"}:
-                role, depth = "intermediate", 1
-            elif "reader" in info.producer:
+            if "reader" in info.producer:
                 role, depth = "input", info.stages
+            elif str(buf.scope()) == SCOPE_FRAGMENT or info.producer == {"compute"} and info.consumer <= {"compute"}:
+                role, depth = "intermediate", 1
             else:
                 role, depth = "output", 2
             index = self._allocate_index(role, used)
             fmt = data_format(buf.dtype, f"tile buffer {name}", self.src)
-            rows, cols = tile_shape_2d(static_shape(buf, self.src))
+            rows_e, cols_e = static_shape(buf, self.src)
+            rows, cols = tile_shape_2d((rows_e, cols_e))
             block_tiles = rows * cols
-            table[name] = {"index": index, "role": role, "producer": sorted(info.producer),
+            table[name] = {"index": index, "role": role, "producer": sorted(info.producer), "shape": [rows_e, cols_e],
                            "consumer": sorted(info.consumer), "dtype": str(buf.dtype), "format": fmt.name,
                            "page_size": fmt.tile_bytes, "block_tiles": block_tiles, "shape_tiles": [rows, cols],
                            "depth_blocks": depth, "num_pages": depth * block_tiles,
@@ -429,13 +613,25 @@ class _Lowerer:
         return table
 
 
+REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}
+
+
+def _with_buffer(region_call, buf):
+    """A ``tl.region`` call over ``buf`` instead of its buffer (same window)."""
+    load = region_call.args[0]
+    return tirx.Call(region_call.dtype, region_call.op,
+                     [tirx.BufferLoad(buf, load.indices), *region_call.args[1:]])
+
+
 def _resolve_names(stmt, table):
     """Replace the buffer-name placeholders in TT ops by CB indices."""
     def post(node):
         if isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")).startswith("tilelang_tt."):
             args = list(node.args)
-            if isinstance(args[0], tirx.StringImm):
-                args[0] = tirx.IntImm("int32", table[args[0].value]["index"])
+            positions = (0, 1) if node.op.same_as(TTOps.reduce) else (0,)
+            if any(isinstance(args[i], tirx.StringImm) for i in positions):
+                for i in positions:
+                    args[i] = tirx.IntImm("int32", table[args[i].value]["index"])
                 return tirx.Call(node.dtype, node.op, args)
         return None
 

@@ -22,31 +22,42 @@ from tvm.ir import Op
 from .. import attrs
 from ..device import DeviceProfile
 from ..errors import TTUnsupportedError
+from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
+from .lower_to_program import SCALER
 from .common import visit as walk, TileOps, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div)
 
 
 def dst_slots(expr) -> int:
-    """DST slots an expression needs when evaluated tile by tile (the emitter's register allocation)."""
+    """DST slots an expression needs when evaluated tile by tile (Sethi-Ullman: an upper bound of what
+    AllocateDST assigns)."""
     e = strip_cast(expr)
     if isinstance(e, tirx.BufferLoad):
         return 1
     if is_scalar(e):
         return 0
+    # operands are evaluated left to right, each earlier value staying live (a scalar operand of a select
+    # is filled into a slot of its own)
+    select = isinstance(e, tirx.Select) or isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == \
+        "tirx.if_then_else"
+    operands = [x for x in _operands(e) if select or not is_scalar(x)]
+    if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == "tirx.pow":
+        operands = operands[:1]
+    if not operands:
+        return 1
+    return max(1, max(max(dst_slots(x), 1 if select else 0) + i for i, x in enumerate(operands)))
+
+
+def _operands(e):
     if isinstance(e, tirx.Call):
-        return max(1, dst_slots(e.args[0]))
-    if isinstance(e, (tirx.Max, tirx.Min)):
-        return max(1, dst_slots(e.a if not is_scalar(e.a) else e.b))
-    if isinstance(e, _BINARY):
-        a, b = strip_cast(e.a), strip_cast(e.b)
-        if is_scalar(a) or is_scalar(b):
-            return max(1, dst_slots(b if is_scalar(a) else a))
-        if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and not isinstance(e, tirx.Div):
-            return 1
-        return max(dst_slots(a), dst_slots(b) + 1)
-    return 1
+        return list(e.args)
+    if isinstance(e, tirx.Select):
+        return [e.condition, e.true_value, e.false_value]
+    if isinstance(e, tirx.Not):
+        return [e.a]
+    return [e.a, e.b]
 
 
 def strip_cast(e):
@@ -83,19 +94,26 @@ class _Tensorizer:
         def visit(node):
             if isinstance(node, tirx.Call):
                 name = str(node.op.name) if isinstance(node.op, Op) else ""
-                if name not in UNARY_TIR_OPS:
+                if name == "tirx.if_then_else":
+                    return
+                if name == "tirx.pow":
+                    if not is_scalar(node.args[1]):
+                        raise TTUnsupportedError("a power whose exponent is not a constant", construct=what,
+                                                 source=self.src, fix="use a constant exponent, or T.exp2(y * T.log2(x))")
+                    return
+                if name not in UNARY_TIR_OPS and name != "tirx.log2":
                     raise TTUnsupportedError(f"elementwise function {name or node.op} has no TT tile intrinsic",
                                              construct=what, source=self.src,
-                                             fix=f"supported: + - * /, scalars, T.max(x, 0) (relu), {sorted(UNARY_TIR_OPS)}")
-            elif isinstance(node, (tirx.Max, tirx.Min)):
-                a, b = strip_cast(node.a), strip_cast(node.b)
-                if not (isinstance(node, tirx.Max) and (is_scalar(b) and float(b.value) == 0 or is_scalar(a) and float(a.value) == 0)):
-                    raise TTUnsupportedError("only T.max(x, 0) (relu) is supported among min/max", construct=what,
-                                             source=self.src)
-            elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod, tirx.Select, tirx.And, tirx.Or, tirx.Not,
-                                   tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)):
+                                             fix=f"supported: + - * /, min/max/clamp, comparisons, T.if_then_else, "
+                                                 f"constant powers, {sorted(UNARY_TIR_OPS) + ['tirx.log2']}")
+            elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod, tirx.And, tirx.Or, tirx.Not)):
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
-                                         source=self.src)
+                                         source=self.src, fix="TT tiles compute with float arithmetic, comparisons "
+                                                              "and selects")
+            elif isinstance(node, tirx.Var):
+                raise TTUnsupportedError(f"scalar kernel parameter {node.name} in an elementwise body",
+                                         construct=what, source=self.src,
+                                         fix="pass the value as a constant (a Python number) or as a 1-element tensor")
 
         walk(tirx.Evaluate(expr), visit)
         need = dst_slots(expr)
@@ -122,6 +140,8 @@ class _Tensorizer:
         if c is not None and c.op.same_as(TileOps.gemm):
             return self.gemm(stmt, c, path)
         found = tt_op_of(stmt)
+        if found is not None and found[0].same_as(TTOps.reduce):
+            return self.reduce(stmt, found[1], path)
         if found is not None and found[0].same_as(TTOps.eltwise):
             dst_name = next(k for k, v in self.cb.items() if v["index"] == int(found[1].args[0]))
             self.check_expr(found[1].args[1], describe(stmt))
@@ -188,10 +208,50 @@ class _Tensorizer:
                          "bytes": rows * cols * int(src["page_size"])}
         return free[0]
 
+    def reduce(self, stmt, c, path):
+        """``reduce(src, dst, kind, dim, clear)``: abs / min reductions get a compute scratch CB holding |src|
+        or -src (``reduce`` then runs a SUM or MAX over it and negates the result for min)."""
+        src = next(k for k, v in self.cb.items() if v["index"] == int(c.args[0]))
+        dst = next(k for k, v in self.cb.items() if v["index"] == int(c.args[1]))
+        kind = str(c.args[2].value)
+        self.ops.append(("reduce", dst, path, src))
+        self.scaler_cb()
+        if kind in ("sum", "max"):
+            return stmt
+        scratch = self.scratch(f"{src}_{'neg' if kind == 'min' else 'abs'}", src)
+        self.ops.append(("eltwise", scratch, path, None))
+        return tirx.Evaluate(tirx.Call(c.dtype, c.op, [*c.args[:5], tirx.IntImm("int32", scratch), c.args[-1]]))
+
+    def scaler_cb(self):
+        """The reduce scaler: one bf16 tile the reader builds once (1.0 in row 0 of every face)."""
+        if SCALER in self.cb:
+            return
+        used = {int(e["index"]) for e in self.cb.values()}
+        index = next(i for i in list(range(self.device.num_cbs)) if i not in used)
+        fmt = data_format("bfloat16", "the reduce scaler", self.src)
+        self.cb[SCALER] = {"index": index, "role": "input", "producer": ["reader"], "consumer": ["compute"],
+                           "shape": [32, 32], "dtype": "bfloat16", "format": fmt.name, "page_size": fmt.tile_bytes,
+                           "block_tiles": 1, "shape_tiles": [1, 1], "depth_blocks": 1, "num_pages": 1,
+                           "bytes": fmt.tile_bytes}
+
+    def scratch(self, name: str, like: str) -> int:
+        """A compute-owned CB shaped like ``like`` (same format); returns its index."""
+        if name in self.cb:
+            return self.cb[name]["index"]
+        used = {int(e["index"]) for e in self.cb.values()}
+        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
+        if not free:
+            raise TTUnsupportedError(f"no circular buffer left for {name}", construct=name, source=self.src)
+        src = self.cb[like]
+        self.cb[name] = {**src, "index": free[0], "role": "scratch", "producer": ["compute"], "consumer": ["compute"],
+                         "depth_blocks": 1, "num_pages": src["block_tiles"], "bytes": src["block_tiles"] * int(src["page_size"])}
+        return free[0]
+
     def parallel(self, loop, path):
         what = describe(loop)
-        inner = loop.body
-        store = inner.body
+        store = loop.body
+        while isinstance(store, tirx.For):
+            store = store.body
 
         def post(node):
             if isinstance(node, tirx.BufferLoad):

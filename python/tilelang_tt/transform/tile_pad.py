@@ -1,25 +1,39 @@
-"""TilePadTT: tensors of any shape, stored as whole 32x32 tiles with zero-filled, never-stored padding.
+"""TilePadTT: every tensor and tile buffer becomes a 2-D matrix of 32x32 tiles, padded, never stored past its edge.
 
-In:  a PrimFunc after TTShardToCoreMap.
-Out: the same body; attribute written: ``tt.padding`` = ``{tensor: {"logical": shape, "padded": shape}}`` for
-     every tensor parameter (the padded shape rounds the last two extents up to multiples of 32; tile buffers
-     are whole tiles by construction). The device buffers hold the padded tile grid; host tensors keep their row-major logical shape
-     (the runtime tilizes into and untilizes out of the padded grid). Readers zero-fill the part of an edge
-     tile outside the logical shape as part of the read (and whole tiles outside the tensor), so a GEMM K tail
-     contributes exact zeros; writers store only the logical elements of edge tiles and skip tiles outside the
-     tensor, so nothing outside the valid region is touched.
-Errors (TTShapeError): tile buffers (``T.alloc_shared`` / ``T.alloc_fragment``) whose extents are not whole
-     tiles (blocks are tiles of the TT program: choose block sizes that are multiples of 32); tensors of rank
-     other than 2.
+In:  a PrimFunc after TTShardToCoreMap (tensors and tile buffers of any rank, the frontend's tile operators).
+Out: every buffer is 2-D, and every access to it (``T.copy`` / ``T.reduce`` regions, ``T.Parallel`` loads and
+     stores) is rewritten onto that 2-D view:
+
+     * A 1-D buffer is a row vector ``(1, n)`` (element ``k`` in row 0 of tile ``k // 32``, column ``k % 32``)
+       or a column vector ``(n, 1)`` (column 0, row ``k % 32``), whichever its uses ask for: indexed by the
+       column variable of a 2-D ``T.Parallel`` or produced by ``T.reduce_*(dim=0)`` -> row; by the row variable
+       or ``T.reduce_*(dim=1)`` -> column; buffers used together in a 1-D ``T.Parallel`` or copied into one
+       another share their orientation; unconstrained vectors are rows. This is where tt-metal's reductions
+       leave their results (REDUCE_ROW: column 0, REDUCE_COL: row 0), so statistics broadcast without moves.
+     * A tensor of rank >= 3 is the matrix ``(prod(shape[:p]), prod(shape[p:]))`` for the split ``p`` under
+       which every block the kernel moves is a rectangle of the block's own shape: ``[B, H, S, D]`` read as
+       ``[1, 1, bm, D]`` blocks is ``(B*H*S, D)``; ``[B, S, H, D]`` read as ``[1, bm, 1, D]`` is ``(B*S, H*D)``.
+       Leading dimensions are page offsets; blocks must not straddle a tile (the usual alignment checks).
+Attribute written: ``tt.padding`` = ``{tensor: {"logical": shape, "view": [rows, cols], "padded": [rows, cols]
+     rounded up to whole tiles}}``. Host tensors keep their row-major logical shape; the runtime reshapes them
+     to the view and tilizes into the padded grid. Readers zero-fill what lies outside the tensor; writers
+     store only the logical elements.
+Errors (TTShapeError / TTUnsupportedError): a 1-D buffer used both as a row and as a column vector; a tensor
+     no split of which makes every access a rectangle of its block's shape; a tile buffer extent above 32 that
+     is not a multiple of 32 (such blocks straddle tiles: the fix names the nearest legal sizes); tile buffers
+     of rank 3 or more.
 """
 
 from __future__ import annotations
 
 from tvm import tirx
+from tvm.ir import Op
 
 from .. import attrs
-from ..errors import TTShapeError
-from .common import TILE, prim_func_pass, source_of, static_shape
+from ..errors import TTShapeError, TTUnsupportedError
+from .common import TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, tile_op_call
+
+ROW, COL = "row", "col"
 
 
 def _padded(shape):
@@ -29,37 +43,287 @@ def _padded(shape):
     return tuple(shape[:-2]) + tuple(up(s) for s in shape[-2:])
 
 
+def _dims(buf):
+    return tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out = out * v
+    return out
+
+
+def _uses(expr, var) -> bool:
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tirx.PrimExpr) else expr,
+                                       lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(found)
+
+
+class _Orientation:
+    """Union-find over 1-D buffers (by data var) with at most one orientation per set."""
+
+    def __init__(self, src):
+        self.parent, self.value, self.names, self.src = {}, {}, {}, src
+
+    def find(self, key):
+        while self.parent.get(key, key) is not key:
+            key = self.parent[key]
+        return key
+
+    def add(self, buf):
+        key = buf.data
+        if key not in self.parent:
+            self.parent[key] = key
+            self.names[key] = buf.name
+        return self.find(key)
+
+    def union(self, a, b):
+        ra, rb = self.add(a), self.add(b)
+        if ra is rb:
+            return
+        va, vb = self.value.get(ra), self.value.get(rb)
+        if va and vb and va != vb:
+            self._conflict(a, b)
+        self.parent[rb] = ra
+        if vb and not va:
+            self.value[ra] = vb
+
+    def set(self, buf, orientation, why):
+        root = self.add(buf)
+        have = self.value.get(root)
+        if have and have != orientation:
+            raise TTUnsupportedError(
+                f"1-D buffer {buf.name} is used both as a per-row vector and as a per-column vector ({why})",
+                construct=buf.name, source=self.src,
+                fix="use two 1-D buffers, one per orientation (a TT tile keeps a vector in one row or one column)")
+        self.value[root] = orientation
+
+    def _conflict(self, a, b):
+        raise TTUnsupportedError(f"1-D buffers {a.name} and {b.name} are combined elementwise but one is a row "
+                                 "vector and the other a column vector", construct=f"{a.name}, {b.name}",
+                                 source=self.src, fix="combine vectors of the same orientation")
+
+    def of(self, buf) -> str:
+        return self.value.get(self.find(buf.data), ROW) if buf.data in self.parent else ROW
+
+
+class _Views:
+    def __init__(self, func: tirx.PrimFunc):
+        self.func, self.src = func, source_of(func)
+        self.orient = _Orientation(self.src)
+        self.windows: dict = {}        # tensor data var -> [(extents, (rows, cols) expected)]
+        self.tile_buffers: list = []
+        self.new: dict = {}            # data var -> (new 2-D buffer, split p)
+
+    # -- analysis --------------------------------------------------------------------------------------
+    def analyse(self):
+        self._walk(self.func.body)
+
+    def _walk(self, s):
+        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.PARALLEL:
+            self._parallel(s)
+        elif isinstance(s, tirx.Evaluate):
+            c = tile_op_call(s)
+            if c is not None:
+                self._tile_op(s, c)
+        elif isinstance(s, tirx.SBlockRealize):
+            self._walk(s.block)
+        elif isinstance(s, tirx.SBlock):
+            self.tile_buffers.extend(s.alloc_buffers)
+            self._walk(s.body)
+        elif isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                self._walk(x)
+        elif isinstance(s, tirx.IfThenElse):
+            self._walk(s.then_case)
+            if s.else_case is not None:
+                self._walk(s.else_case)
+        elif hasattr(s, "body") and isinstance(s.body, tirx.Stmt):
+            self._walk(s.body)
+
+    def _parallel(self, loop):
+        loops, body = [], loop
+        while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+            loops.append(body)
+            body = body.body
+        vars_ = [l.loop_var for l in loops]
+        extents = [l.extent for l in loops]
+        accesses = []
+        tirx.stmt_functor.post_order_visit(body, lambda n: accesses.append(n)
+                                           if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) else None)
+        vectors = [a.buffer for a in accesses if len(a.indices) == 1]
+        for a in accesses:
+            if len(a.indices) == 1 and len(vars_) == 2:
+                for pos, v in enumerate(vars_):
+                    if _uses(a.indices[0], v):
+                        self.orient.set(a.buffer, COL if pos == 0 else ROW,
+                                        f"indexed by the {'row' if pos == 0 else 'column'} variable {v.name} of "
+                                        "a T.Parallel nest")
+        if len(vars_) == 1:
+            for b in vectors[1:]:
+                self.orient.union(vectors[0], b)
+        for a in accesses:
+            if is_global(a.buffer) and len(a.indices) >= 3:
+                ext = tuple(next((e for v, e in zip(vars_, extents) if _uses(ix, v)), 1) for ix in a.indices)
+                rows = next((e for v, e in zip(vars_, extents) if v is vars_[0]), 1) if len(vars_) == 2 else 1
+                cols = extents[-1]
+                self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
+
+    def _tile_op(self, stmt, c):
+        if c.op.same_as(TileOps.reduce):
+            src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
+            dim = int(c.args[3])
+            if len(dst.buffer.shape) == 1 and len(src.buffer.shape) == 2:
+                dim = dim % 2
+                self.orient.set(dst.buffer, COL if dim == 1 else ROW, f"T.reduce_*(dim={dim}) output")
+            return
+        if c.op.same_as(TileOps.copy):
+            src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
+            for g, t in ((src, dst), (dst, src)):
+                if is_global(g.buffer) and not is_global(t.buffer) and len(g.buffer.shape) >= 3:
+                    self.windows.setdefault(g.buffer.data, []).append(
+                        (g.extents, self._shape2d(t.buffer), describe(stmt)))
+            if len(src.buffer.shape) == 1 and len(dst.buffer.shape) == 1:
+                self.orient.union(src.buffer, dst.buffer)
+
+    def _shape2d(self, buf):
+        shape = _dims(buf)
+        if len(shape) == 1:
+            return (shape[0], 1) if self.orient.of(buf) == COL else (1, shape[0])
+        return shape[-2], shape[-1]
+
+    def split(self, buf) -> int:
+        """The split p of a tensor of rank >= 3 (see the module docstring)."""
+        shape = _dims(buf)
+        n = len(shape)
+        wins = self.windows.get(buf.data, [])
+        for p in range(n - 1, 0, -1):
+            if all(self._rect(shape, ext, p) == tuple(want) for ext, want, _ in wins):
+                return p
+        what = wins[0][2] if wins else f"tensor {buf.name}"
+        raise TTUnsupportedError(
+            f"tensor {buf.name} of shape {list(shape)} is accessed in blocks that are not rectangles of one "
+            f"2-D view ({[list(e) for e, _, _ in wins]})", construct=what, source=self.src,
+            fix="move blocks that span the last dimension(s) and one sequence dimension, e.g. X[b, h, s0:s0+bm, :]")
+
+    @staticmethod
+    def _rect(shape, ext, p):
+        ext = (1,) * (len(shape) - len(ext)) + tuple(int(e) if isinstance(e, (int, tirx.IntImm)) else e for e in ext)
+
+        def contiguous(dims, exts):
+            # dims before the first non-unit extent are 1; dims after it are whole
+            k = next((i for i, e in enumerate(exts) if e != 1), None)
+            if k is None:
+                return True
+            return all(isinstance(d, int) and e == d for d, e in zip(dims[k + 1:], exts[k + 1:]))
+
+        if not contiguous(shape[:p], ext[:p]) or not contiguous(shape[p:], ext[p:]):
+            return None
+        return _prod(ext[:p]), _prod(ext[p:])
+
+    # -- rewrite ---------------------------------------------------------------------------------------
+    def plan(self):
+        for p in self.func.params:
+            if p in self.func.buffer_map:
+                buf = self.func.buffer_map[p]
+                rank = len(buf.shape)
+                if rank == 2:
+                    continue
+                split = (1 if self.orient.of(buf) == COL else 0) if rank == 1 else self.split(buf)
+                self._declare(buf, split)
+        for buf in self.tile_buffers:
+            shape = _dims(buf)
+            if len(shape) > 2:
+                raise TTUnsupportedError(f"tile buffer {buf.name} has rank {len(shape)}", construct=buf.name,
+                                         source=self.src, fix="allocate 2-D (or 1-D) shared/fragment buffers")
+            if len(shape) == 1:
+                self._declare(buf, 1 if self.orient.of(buf) == COL else 0)
+
+    def _declare(self, buf, p):
+        shape = _dims(buf)
+        view = (_prod(shape[:p]), _prod(shape[p:]))
+        new = tirx.decl_buffer(view, buf.dtype, buf.name, data=buf.data, scope=str(buf.scope()))
+        self.new[buf.data] = (new, p, shape)
+
+    def flat(self, buf_data, indices):
+        new, p, shape = self.new[buf_data]
+
+        def fold(idx, dims):
+            out = tirx.IntImm("int32", 0)
+            for i, d in zip(idx, dims):
+                out = out * d + i
+            return out
+
+        idx = list(indices)
+        idx = [tirx.IntImm("int32", 0)] * (len(shape) - len(idx)) + idx
+        return new, [fold(idx[:p], shape[:p]), fold(idx[p:], shape[p:])]
+
+    def rewrite(self) -> tirx.PrimFunc:
+        if not self.new:
+            return self.func
+        from tvm import arith
+
+        ana = arith.Analyzer()
+
+        def post(node):
+            if isinstance(node, tirx.BufferLoad) and node.buffer.data in self.new:
+                new, idx = self.flat(node.buffer.data, node.indices)
+                return tirx.BufferLoad(new, [ana.simplify(i) for i in idx])
+            if isinstance(node, tirx.BufferStore) and node.buffer.data in self.new:
+                new, idx = self.flat(node.buffer.data, node.indices)
+                return tirx.BufferStore(new, node.value, [ana.simplify(i) for i in idx])
+            if isinstance(node, tirx.Call) and isinstance(node.op, Op) and node.op.same_as(TileOps.region):
+                load = node.args[0]
+                if isinstance(load, tirx.BufferLoad) and load.buffer.data in self.new:
+                    _, p, shape = self.new[load.buffer.data]
+                    ext = [int(e) for e in node.args[2:]]
+                    ext = [1] * (len(shape) - len(ext)) + ext
+                    rect = self._rect(shape, ext, p)
+                    if rect is None:
+                        raise TTUnsupportedError(f"a window {ext} of {load.buffer.name} is not a rectangle of its "
+                                                 "2-D view", construct=load.buffer.name, source=self.src)
+                    return tirx.Call(node.dtype, node.op, [load, node.args[1], tirx.IntImm("int32", int(rect[0])),
+                                                           tirx.IntImm("int32", int(rect[1]))])
+            if isinstance(node, tirx.SBlock) and any(b.data in self.new for b in node.alloc_buffers):
+                allocs = [self.new[b.data][0] if b.data in self.new else b for b in node.alloc_buffers]
+                return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, node.body, node.init,
+                                   allocs, node.match_buffers, node.annotations)
+            return None
+
+        body = tirx.stmt_functor.ir_transform(self.func.body, None, post,
+                                              ["tirx.BufferLoad", "tirx.BufferStore", "tirx.Call", "tirx.SBlock"])
+        bmap = {p: (self.new[b.data][0] if b.data in self.new else b) for p, b in self.func.buffer_map.items()}
+        return tirx.PrimFunc(self.func.params, body, self.func.ret_type, bmap, self.func.attrs)
+
+
 def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
     src = source_of(func)
+    views = _Views(func)
+    views.analyse()
+    views.plan()
+    logical = {func.buffer_map[p].name: list(_dims(func.buffer_map[p])) for p in func.params if p in func.buffer_map}
+    func = views.rewrite()
     padding = {}
     for p in func.params:
         if p not in func.buffer_map:
             continue
         buf = func.buffer_map[p]
-        shape = tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in buf.shape)
-        if len(shape) != 2:
-            raise TTShapeError(f"tensor {buf.name} has rank {len(shape)} (shape {list(shape)})",
-                               construct=f"tensor {buf.name}", source=src,
-                               fix="pass 2-D tensors (reshape batches into rows)")
-        padding[buf.name] = {"logical": list(shape), "padded": list(_padded(shape))}
+        view = _dims(buf)
+        padding[buf.name] = {"logical": logical[buf.name], "view": list(view), "padded": list(_padded(view))}
 
-    tile_buffers = []
-
-    def visit(node):
-        if isinstance(node, tirx.SBlock):
-            tile_buffers.extend(node.alloc_buffers)
-
-    tirx.stmt_functor.post_order_visit(func.body, visit)
-    for buf in tile_buffers:
-        shape = static_shape(buf, src)
-        if len(shape) == 1:
-            shape = (1,) + shape
-        if _padded(shape) != shape:
-            raise TTShapeError(
-                f"tile buffer {buf.name} has shape {list(shape)}; TT blocks are made of whole 32x32 tiles",
-                construct=f"buffer {buf.name}", source=src,
-                fix=f"use block extents that are multiples of 32, e.g. {list(_padded(shape))} "
-                    "(tensors themselves may have any shape)")
+    allocs = []
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: allocs.extend(n.alloc_buffers)
+                                       if isinstance(n, tirx.SBlock) else None)
+    for buf in allocs:
+                for extent in _dims(buf):
+                    if isinstance(extent, int) and extent > TILE and extent % TILE:
+                        lo, hi = extent // TILE * TILE, -(-extent // TILE) * TILE
+                        raise TTShapeError(
+                            f"tile buffer {buf.name} has shape {list(_dims(buf))}: an extent above 32 that is not a "
+                            "multiple of 32 makes blocks straddle 32x32 tiles", construct=f"buffer {buf.name}",
+                            source=src, fix=f"use {lo} or {hi} (or an extent that divides 32)")
     return func.with_attr(attrs.PADDING, padding)
 
 

@@ -158,7 +158,7 @@ class _Verifier:
             self.front[name] -= n
 
     def noc(self, c: Call):
-        if c.op in ("read_tiles", "write_tiles"):
+        if c.op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window"):
             self.pending_noc.add(c.args[0].name)
         else:
             self.pending_noc.clear()
@@ -207,12 +207,17 @@ class _Verifier:
         if have is None or have[0] != spec.init or any(have[1][i] != c.args[i] for i in spec.init_args):
             self.fail("init", f"{c.op} without {spec.init} for its operands (last init: "
                               f"{have[0] if have else 'none'})", c)
-        srcs = {"copy_tile": ("srca",), "transpose_tile": ("srca",), "matmul_tiles": ("srcb", "srca")}.get(
-            c.op, ("srca", "srcb") if spec.unit == "fpu" else ())
+        srcs = _SOURCES.get(c.op, ("srca", "srcb") if spec.unit == "fpu" else ())
         for reg, a in zip(srcs, c.args):
             if self.state[reg] != self.fmt(a):
                 self.fail("src-format", f"{c.op} reads {a.name} ({self.fmt(a)}) through {reg} configured for "
                                         f"{self.state[reg]}", c)
+
+
+# The source registers an FPU op unpacks its CB operands through (in argument order); default SrcA, SrcB.
+_SOURCES = {"copy_tile": ("srca",), "transpose_tile": ("srca",), "matmul_tiles": ("srcb", "srca"),
+            "reduce_tile_sum_row": ("srcb", "srca"),   # REDUCE_ROW SUM: the scaler in SrcA, the data in SrcB
+            **{f"unary_bcast_{d}": ("srcb",) for d in ("rows", "cols", "scalar")}}
 
 
 def _norm(counts: dict) -> dict:

@@ -24,29 +24,34 @@ inline void zero_tile(uint32_t l1_addr, uint32_t tile_bytes) {
     }
 }
 
-// An edge tile: rows >= valid_rows and columns >= valid_cols are zero. The tile is zeroed first; after the
-// barrier (NoC reads into overlapping L1 are not ordered) only its valid face-row segments are read, each at the
-// same offset in the DRAM page and in L1, so source and destination stay congruent modulo any NoC alignment.
+// A tile of which only rows [r_lo, r_hi) x columns [c_lo, c_hi) are wanted (an edge tile, or a block smaller than a
+// tile): the tile is zeroed first; after the barrier (NoC reads into overlapping L1 are not ordered) only those
+// face-row segments are read, each at the same offset in the DRAM page and in L1, so source and destination stay
+// congruent modulo any NoC alignment.
 template <typename Accessor>
-inline void read_edge_tile(const Accessor& tensor, uint32_t page, uint32_t l1_addr, uint32_t tile_bytes,
-                           uint32_t elem_bytes, uint32_t valid_rows, uint32_t valid_cols) {
+inline void read_tile_part(const Accessor& tensor, uint32_t page, uint32_t l1_addr, uint32_t tile_bytes,
+                           uint32_t elem_bytes, uint32_t r_lo, uint32_t r_hi, uint32_t c_lo, uint32_t c_hi) {
     zero_tile(l1_addr, tile_bytes);
     noc_async_read_barrier();
-    for (uint32_t r = 0; r < valid_rows; ++r) {
-        for (uint32_t face_col = 0; face_col < 2 && face_col * 16 < valid_cols; ++face_col) {
-            const uint32_t n = valid_cols - face_col * 16 < 16 ? valid_cols - face_col * 16 : 16;
-            const uint32_t offset = (((r / 16) * 2 + face_col) * 256 + (r % 16) * 16) * elem_bytes;
-            noc_async_read(get_noc_addr(page, tensor, offset), l1_addr + offset, n * elem_bytes);
+    for (uint32_t r = r_lo; r < r_hi; ++r) {
+        for (uint32_t face_col = 0; face_col < 2; ++face_col) {
+            const uint32_t lo = c_lo > face_col * 16 ? c_lo : face_col * 16;
+            const uint32_t hi = c_hi < face_col * 16 + 16 ? c_hi : face_col * 16 + 16;
+            if (lo >= hi) continue;
+            const uint32_t offset = (((r / 16) * 2 + face_col) * 256 + (r % 16) * 16 + lo - face_col * 16) * elem_bytes;
+            noc_async_read(get_noc_addr(page, tensor, offset), l1_addr + offset, (hi - lo) * elem_bytes);
         }
     }
 }
 
 // Issues the NoC reads of a rows x cols block of tiles starting at tile (row0, col0) of an interleaved tensor
-// into the reserved back of circular buffer `cb`. Tiles outside the tensor, and the part of edge tiles outside
-// it, are zero-filled. The caller reserves the pages, waits on the read barrier and pushes them.
+// into the reserved back of circular buffer `cb`. A block smaller than a tile is the window [r_off, r_off + nrows)
+// x [c_off, c_off + ncols) of its tile. Tiles outside the tensor, and the parts of a tile outside the tensor or
+// the window, are zero-filled. The caller reserves the pages, waits on the read barrier and pushes them.
 template <typename Accessor>
 inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                       uint32_t rows, uint32_t cols) {
+                       uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = 32, uint32_t c_off = 0,
+                       uint32_t ncols = 32) {
     const uint32_t tile_bytes = get_tile_size(cb);
     const uint32_t elem_bytes = tile_bytes / 1024;
     uint32_t l1_write_addr = get_write_ptr(cb);
@@ -60,10 +65,12 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
                 const uint32_t page = tile_row * grid.tiles_w + tile_col;
                 const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
                 const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
-                if (valid_rows < 32 || valid_cols < 32) {
-                    read_edge_tile(tensor, page, l1_write_addr, tile_bytes, elem_bytes, valid_rows, valid_cols);
-                } else {
+                const uint32_t r_hi = r_off + nrows < valid_rows ? r_off + nrows : valid_rows;
+                const uint32_t c_hi = c_off + ncols < valid_cols ? c_off + ncols : valid_cols;
+                if (r_off == 0 && c_off == 0 && r_hi == 32 && c_hi == 32) {
                     noc_async_read_page(page, tensor, l1_write_addr);
+                } else {
+                    read_tile_part(tensor, page, l1_write_addr, tile_bytes, elem_bytes, r_off, r_hi, c_off, c_hi);
                 }
             }
             l1_write_addr += tile_bytes;

@@ -15,12 +15,13 @@ struct TileGrid {
 };
 
 // Issues the NoC writes of a rows x cols block of tiles at the front of circular buffer `cb` to tile
-// (row0, col0) of an interleaved tensor. Only elements inside the tensor are stored: tiles outside it are
-// skipped and edge tiles are written row segment by row segment. The caller waits for the pages, waits on the
-// write barrier and pops them.
+// (row0, col0) of an interleaved tensor. Only elements inside the tensor (and inside the window [r_off, +nrows) x
+// [c_off, +ncols) of a block smaller than a tile) are stored: tiles outside it are skipped and partial tiles are
+// written face-row segment by segment. The caller waits for the pages, waits on the write barrier and pops them.
 template <typename Accessor>
 inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                        uint32_t rows, uint32_t cols) {
+                        uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = 32, uint32_t c_off = 0,
+                        uint32_t ncols = 32) {
     const uint32_t tile_bytes = get_tile_size(cb);
     const uint32_t elem_bytes = tile_bytes / 1024;
     uint32_t l1_read_addr = get_read_ptr(cb);
@@ -32,14 +33,19 @@ inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& gri
                 const uint32_t page = tile_row * grid.tiles_w + tile_col;
                 const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
                 const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
-                if (valid_rows == 32 && valid_cols == 32) {
+                const uint32_t r_hi = r_off + nrows < valid_rows ? r_off + nrows : valid_rows;
+                const uint32_t c_hi = c_off + ncols < valid_cols ? c_off + ncols : valid_cols;
+                if (r_off == 0 && c_off == 0 && r_hi == 32 && c_hi == 32) {
                     noc_async_write_page(page, tensor, l1_read_addr);
                 } else {
-                    for (uint32_t tr = 0; tr < valid_rows; ++tr) {
-                        for (uint32_t face_col = 0; face_col < 2 && face_col * 16 < valid_cols; ++face_col) {
-                            const uint32_t n = valid_cols - face_col * 16 < 16 ? valid_cols - face_col * 16 : 16;
-                            const uint32_t offset = (((tr / 16) * 2 + face_col) * 256 + (tr % 16) * 16) * elem_bytes;
-                            noc_async_write_page(page, tensor, l1_read_addr + offset, n * elem_bytes, offset);
+                    for (uint32_t tr = r_off; tr < r_hi; ++tr) {
+                        for (uint32_t face_col = 0; face_col < 2; ++face_col) {
+                            const uint32_t lo = c_off > face_col * 16 ? c_off : face_col * 16;
+                            const uint32_t hi = c_hi < face_col * 16 + 16 ? c_hi : face_col * 16 + 16;
+                            if (lo >= hi) continue;
+                            const uint32_t offset =
+                                (((tr / 16) * 2 + face_col) * 256 + (tr % 16) * 16 + lo - face_col * 16) * elem_bytes;
+                            noc_async_write_page(page, tensor, l1_read_addr + offset, (hi - lo) * elem_bytes, offset);
                         }
                     }
                 }
