@@ -98,6 +98,14 @@ class _Eval:
         R, C = self.lw.cbs[self.dest]["shape"]
         r, c = self.lw.cbs[name]["shape"]
         if (r, c) == (R, C):
+            # a one-row (one-column) block at the top (left) of its tile against one elsewhere in its tile
+            # (gamma[j] against the row bx % 32 of x): the FPU broadcasts its first row (column)
+            at = self.lw.cbs[name].get("tile_offset", [0, 0])
+            want = self.lw.cbs[self.dest].get("tile_offset", [0, 0])
+            if r == 1 and at[0] == 0 and want[0] != 0:
+                return "rows"
+            if c == 1 and at[1] == 0 and want[1] != 0:
+                return "cols"
             return None
         if r == 1 and c == 1:
             return "scalar" if R > 1 and C > 1 else "cols" if C > 1 else "rows"

@@ -78,6 +78,7 @@ class _Lowerer:
         self.alias: dict[str, tirx.Buffer] = {}       # buffer name -> the CB now holding its value
         self.placements: dict[str, tuple] = {}        # CB name -> (row_off | None, col_off | None) in its tiles
         self.events: list[tuple[str, str]] = []       # (buffer, "def" by the reader | "use"), in program order
+        self.scalars: dict = {}                       # let-bound float constants
 
     # -- buffers ---------------------------------------------------------------------------------------
     def tensor_index(self, buf: tirx.Buffer) -> int:
@@ -240,6 +241,23 @@ class _Lowerer:
         self.cbs[new.name].producer.add("compute")
         self.alias[buf.name] = new
         return new
+
+    def check_aligned(self, dst: str, loaded: list, what: str):
+        """Element-wise operands that are smaller than a tile must sit where the destination sits in its tile
+        (or be one row / column at the tile's start, which the FPU broadcasts)."""
+        want = self.placements.get(dst, (None, None))
+        for name in loaded:
+            have = self.placements.get(name, (None, None))
+            extent = static_shape(self.cbs[name].buffer)
+            for axis, (w, h) in enumerate(zip(want, have)):
+                if w is None or h is None or self.analyzer.can_prove(w == h):
+                    continue
+                if extent[axis] == 1 and self.analyzer.can_prove(h == 0):
+                    continue
+                raise TTUnsupportedError(
+                    f"{name} sits at {['row', 'column'][axis]} {h} of its tiles but {dst} at {w}: element-wise "
+                    "operands smaller than a tile must share their place in the tile", construct=what,
+                    source=self.src, fix="read the operands at offsets that agree modulo 32 (e.g. the same rows)")
 
     def inherit(self, dst: str, src: str):
         if src in self.placements and dst not in self.placements:
@@ -420,9 +438,11 @@ class _Lowerer:
                                          source=self.src, fix="TT tiles have no per-element index; read a tensor "
                                                               "holding the values instead")
         value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
+        value = fold_constants(tirx.stmt_functor.substitute(value, self.scalars))
         dst = operand(store.buffer, store.indices, True)
         for name in loaded:
             self.inherit(dst.name, name)
+        self.check_aligned(dst.name, loaded, what)
         if static_shape(dst) != shape:
             raise TTLoweringError(f"store shape {list(shape)} does not match {dst.name}", construct=what,
                                   source=self.src)
@@ -469,8 +489,11 @@ class _Lowerer:
                             "buffer the reader fills")
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, None, stmt.annotations)
         if isinstance(stmt, tirx.Bind):
-            # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on
+            # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on; float
+            # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them
             self.analyzer.bind(stmt.var, stmt.value)
+            if stmt.var.dtype.startswith(("float", "bfloat")) and isinstance(fold_constants(stmt.value), tirx.FloatImm):
+                self.scalars[stmt.var] = fold_constants(stmt.value)
             return stmt
         if isinstance(stmt, tirx.AttrStmt):
             if str(stmt.attr_key) == "threadblock_swizzle_pattern":
@@ -577,6 +600,12 @@ class _Lowerer:
                                  construct="tile buffers", source=self.src,
                                  fix=f"{self.device.arch} has {self.device.num_cbs} CBs; use fewer tile buffers")
 
+    def _tile_offset(self, name: str) -> list:
+        """Where a block smaller than a tile sits in its tiles, per axis: 0 (at the tile's first row / column, or
+        the axis is whole tiles) or -1 (at an offset known only per block, e.g. row ``bx % 32``)."""
+        place = self.placements.get(name, (None, None))
+        return [0 if p is None or self.analyzer.can_prove(p == 0) else -1 for p in place]
+
     def cb_table(self):
         table, used = {}, set()
         for name, info in self.cbs.items():
@@ -602,6 +631,7 @@ class _Lowerer:
             block_tiles = rows * cols
             table[name] = {"index": index, "role": role, "producer": sorted(info.producer), "shape": [rows_e, cols_e],
                            "consumer": sorted(info.consumer), "dtype": str(buf.dtype), "format": fmt.name,
+                           "tile_offset": self._tile_offset(name),
                            "page_size": fmt.tile_bytes, "block_tiles": block_tiles, "shape_tiles": [rows, cols],
                            "depth_blocks": depth, "num_pages": depth * block_tiles,
                            "bytes": depth * block_tiles * fmt.tile_bytes}
@@ -614,6 +644,24 @@ class _Lowerer:
 
 
 REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}
+
+_FOLD = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
+         tirx.Div: lambda a, b: a / b}
+
+
+def fold_constants(expr):
+    """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``) as one constant."""
+    def post(node):
+        if isinstance(node, tirx.Cast) and isinstance(node.value, (tirx.IntImm, tirx.FloatImm)) and \
+                node.dtype.startswith(("float", "bfloat")):
+            return tirx.FloatImm(node.dtype, float(node.value.value))
+        if type(node) in _FOLD and isinstance(node.a, tirx.FloatImm) and isinstance(node.b, tirx.FloatImm) and \
+                not (isinstance(node, tirx.Div) and float(node.b.value) == 0.0):
+            return tirx.FloatImm(node.dtype, _FOLD[type(node)](float(node.a.value), float(node.b.value)))
+        return None
+
+    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post,
+                                          ["tirx.Cast", "tirx.Add", "tirx.Sub", "tirx.Mul", "tirx.Div"]).value
 
 
 def _with_buffer(region_call, buf):
