@@ -14,7 +14,9 @@ Out: the same function with new int32 parameters (the per-core runtime args of t
 Attributes written: ``tt.grid`` = [grid_y, grid_x]; ``tt.schedule`` = {policy, order, rect?, stride?,
      chunk knobs, num_cores, mapping (per core), common args}; ``tt.runtime_args`` = the new parameters'
      names, in order.
-Errors (TTLoweringError / TTScheduleError / TTUnsupportedError): no blockIdx grid; a blockIdx.z extent > 1;
+     A 3-D grid ``T.Kernel(nx, ny, nz)`` is scheduled as the 2-D grid ``(ny * nz, nx)``: the schedule's row
+     ``row`` binds ``bz = row // ny`` and ``by = row % ny``.
+Errors (TTLoweringError / TTScheduleError / TTUnsupportedError): no blockIdx grid;
      a nest that is not the frontend's shape; non-positive or symbolic extents; a body that reads
      threadIdx (``tx``/``ty``/``tz``) or contains other thread-bound loops; a schedule that misses or
      repeats a block.
@@ -125,10 +127,7 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     if not grid:
         raise TTLoweringError("no T.Kernel grid (no loop bound to blockIdx.x/y) found", construct="T.Kernel",
                               source=src, fix="write the kernel body inside `with T.Kernel(gx, gy) as (bx, by):`")
-    z = grid.get("blockIdx.z", (None, 1))[1]
-    if not isinstance(z, int) or z != 1:
-        raise TTUnsupportedError(f"a 3-D grid (blockIdx.z extent {grid['blockIdx.z'][1]})", construct="T.Kernel",
-                                 source=src, fix="fold the batch dimension into grid_y")
+    grid_z = grid.get("blockIdx.z", (None, 1))[1]
 
     # Drop the thread-index placeholders; a body that still needs them cannot be expressed per tile.
     stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
@@ -154,7 +153,9 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
 
     spec = _find_schedule_annotation(inner)
     grid_x = grid.get("blockIdx.x", (None, 1))[1]
-    grid_y = grid.get("blockIdx.y", (None, 1))[1]
+    rows_y = grid.get("blockIdx.y", (None, 1))[1]
+    # a 3-D grid (nx, ny, nz) is scheduled as the 2-D grid (ny * nz, nx): row r is block (r % ny, r // ny)
+    grid_y = rows_y * grid_z if isinstance(rows_y, int) and isinstance(grid_z, int) else rows_y * grid_z
     dev = options.device
     dynamic = not (isinstance(grid_x, int) and isinstance(grid_y, int))
     if dynamic:
@@ -180,12 +181,15 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
         by_e = arg_vars["rect_y"] + tirx.floordiv(n, rw)
         bx_e = arg_vars["rect_x"] + tirx.floormod(n, rw)
 
+    if "blockIdx.z" in grid:
+        row = tirx.Var("row", "int32")
+        binds.append(tirx.Bind(row, by_e))
+        by_e = tirx.floormod(row, rows_y)
+        binds.append(tirx.Bind(grid["blockIdx.z"][0], tirx.floordiv(row, rows_y)))
     if "blockIdx.y" in grid:
         binds.append(tirx.Bind(grid["blockIdx.y"][0], by_e))
     if "blockIdx.x" in grid:
         binds.append(tirx.Bind(grid["blockIdx.x"][0], bx_e))
-    if "blockIdx.z" in grid:
-        binds.append(tirx.Bind(grid["blockIdx.z"][0], tirx.IntImm("int32", 0)))
     loop = tirx.For(n, tirx.IntImm("int32", 0), arg_vars["count"], tirx.ForKind.SERIAL,
                     tirx.SeqStmt([*binds, inner]), None, {attrs.PERSISTENT_LOOP: 1})
 

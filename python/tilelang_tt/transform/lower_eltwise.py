@@ -44,9 +44,6 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     frag = d_name in lw.full
     if reads_dest and (not frag or not lw.full[d_name]):
         raise TTUnsupportedError(f"{d_name} is read before it is written", construct=note, source=lw.src)
-    if frag and d["subblock"] != [1, 1] and list(d["subblock"]) != [1, cols]:
-        raise TTUnsupportedError(f"elementwise update of the matmul accumulator {d_name}", construct=note,
-                                 source=lw.src, fix="copy the accumulator into a separate fragment first")
     first = CB(loads[0]) if loads else cb_d
     second = CB(loads[1]) if len(loads) > 1 else first
     lw.note_startup(Call("hw_startup", (first, second, cb_d)), 1)
@@ -67,7 +64,12 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
         return body + [Call("tile_regs_wait", (), note), Call("pack_reconfig_data_format", (cb_d,), note),
                        Call("pack_tile", (value, cb_d), note), Call("tile_regs_release", (), note)]
 
-    out += loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
+    sh, sw = d.get("subblock", [1, 1]) if frag else (1, 1)
+    if (sh, sw) in ((1, 1), (1, cols)) or (sh, sw) == (rows, cols):
+        out += loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
+    else:   # a subblocked matmul accumulator rotates in subblock order: visit its tiles in that order
+        out += loop("sm", rows // sh, lambda sm: loop("sn", cols // sw, lambda sn: loop(
+            "h", sh, lambda h: loop("w", sw, lambda w: tile(sm * sh + h, sn * sw + w)))))
     if not frag:
         out.append(Call("cb_push_back", (cb_d, rows * cols), note))
     else:

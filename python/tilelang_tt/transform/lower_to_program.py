@@ -266,18 +266,25 @@ class LowerToProgram:
         nt = c["shape_tiles"][1]
 
         def b_index(k, n):
-            return n * kt + k if trans_b else k * nt + n
+            return self.queue_pos(b_name, n, k) if trans_b else self.queue_pos(b_name, k, n)
 
+        waits = []
+        for name in dict.fromkeys((a_name, b_name)):
+            if name in self.full:     # a fragment computed earlier (fused MLP, attention's P.V): wait for it
+                if not self.full[name]:
+                    raise TTUnsupportedError(f"T.gemm reads {name} before it is written", construct=note,
+                                             source=self.src)
+                waits.append(Call("cb_wait_front", (CB(name), self.cbs[name]["block_tiles"]), note))
         packs_to = CB(self.dst_frag_out) if c_name == self.dst_frag and self.dst_frag_out else cc
         self.note_startup(Call("hw_startup_matmul", (ca, cbb, packs_to)), 2)
         init = [Call("reconfig_data_format", (cbb, ca), note), Call("matmul_init", (ca, cbb, Lit(str(int(trans_b)))), note)]
 
         def mm(m, n, k, dst):
-            return [Call("matmul_tiles", (ca, cbb, m * kt + k, b_index(k, n), Dst(dst)), note)]
+            return [Call("matmul_tiles", (ca, cbb, self.queue_pos(a_name, m, k), b_index(k, n), Dst(dst)), note)]
 
         if c_name == self.dst_frag:
             body = loop("mt", mt, lambda m: loop("nt", nt, lambda n: loop("kt", kt, lambda k: mm(m, n, k, m * nt + n))))
-            return {"compute": init + body}
+            return {"compute": waits + init + body}
         if not self.full[c_name]:
             raise TTUnsupportedError(f"T.gemm accumulates into {c_name} before it is initialised",
                                      construct=note, source=self.src, fix=f"call T.clear({c_name}) first")
@@ -294,7 +301,7 @@ class LowerToProgram:
             return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
                     + self.pack(cc, sub, note))
 
-        return {"compute": loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))}
+        return {"compute": waits + loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))}
 
     def dst_format(self) -> str:
         return "DataFormat::Float32" if self.fp32_acc else "DataFormat::Float16_b"
