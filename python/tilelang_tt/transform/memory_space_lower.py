@@ -440,8 +440,9 @@ class _Lowerer:
         value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
         value = fold_constants(tirx.stmt_functor.substitute(value, self.scalars))
         dst = operand(store.buffer, store.indices, True)
-        for name in loaded:
-            self.inherit(dst.name, name)
+        for name in loaded:     # a broadcast operand says nothing about where the destination sits
+            if static_shape(self.cbs[name].buffer) == static_shape(dst):
+                self.inherit(dst.name, name)
         self.check_aligned(dst.name, loaded, what)
         if static_shape(dst) != shape:
             raise TTLoweringError(f"store shape {list(shape)} does not match {dst.name}", construct=what,
