@@ -7,8 +7,21 @@
 #include "api/compile_time_args.h"
 #include "tt_sim/device_api.hpp"
 
+namespace tt_sim {
+// The caller's source line, a trailing defaulted argument of every API wrapper (for diagnostics). A type of its own,
+// not uint32_t: an integer cannot convert to it, so an argument too many does not compile (as with the SDK) and an
+// overload with one parameter fewer can never take a caller's last argument as the line.
+struct CallLine {
+    uint32_t value;
+    static constexpr CallLine here(uint32_t l = __builtin_LINE()) { return CallLine{l}; }
+    constexpr operator uint32_t() const { return value; }
+};
+}  // namespace tt_sim
+
+#define TT_SIM_LINE tt_sim::CallLine line = tt_sim::CallLine::here()
+
 template <typename T>
-inline T get_arg_val(int arg_idx, uint32_t line = __builtin_LINE()) {
+inline T get_arg_val(int arg_idx, TT_SIM_LINE) {
     static_assert(sizeof(T) == 4, "get_arg_val<T>: T must be 4 bytes");
     const uint32_t raw = tt_sim::arg(arg_idx, line);
     T value;
@@ -17,7 +30,7 @@ inline T get_arg_val(int arg_idx, uint32_t line = __builtin_LINE()) {
 }
 
 template <typename T>
-inline T get_common_arg_val(int arg_idx, uint32_t line = __builtin_LINE()) {
+inline T get_common_arg_val(int arg_idx, TT_SIM_LINE) {
     static_assert(sizeof(T) == 4, "get_common_arg_val<T>: T must be 4 bytes");
     const uint32_t raw = tt_sim::common_arg(arg_idx, line);
     T value;
@@ -25,15 +38,15 @@ inline T get_common_arg_val(int arg_idx, uint32_t line = __builtin_LINE()) {
     return value;
 }
 
-inline void cb_reserve_back(uint32_t cb, uint32_t n, uint32_t line = __builtin_LINE()) {
+inline void cb_reserve_back(uint32_t cb, uint32_t n, TT_SIM_LINE) {
     tt_sim::cb_reserve_back(cb, n, line);
 }
-inline void cb_push_back(uint32_t cb, uint32_t n, uint32_t line = __builtin_LINE()) {
+inline void cb_push_back(uint32_t cb, uint32_t n, TT_SIM_LINE) {
     tt_sim::cb_push_back(cb, n, line);
 }
-inline void cb_wait_front(uint32_t cb, uint32_t n, uint32_t line = __builtin_LINE()) {
+inline void cb_wait_front(uint32_t cb, uint32_t n, TT_SIM_LINE) {
     tt_sim::cb_wait_front(cb, n, line);
 }
-inline void cb_pop_front(uint32_t cb, uint32_t n, uint32_t line = __builtin_LINE()) {
+inline void cb_pop_front(uint32_t cb, uint32_t n, TT_SIM_LINE) {
     tt_sim::cb_pop_front(cb, n, line);
 }

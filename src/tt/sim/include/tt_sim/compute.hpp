@@ -11,8 +11,6 @@
 #include "tt_sim/common.hpp"
 #include "tt_sim/hw_constants.hpp"
 
-#define TT_SIM_LINE uint32_t line = __builtin_LINE()
-
 // The kernel JIT defines TT_SIM_DST_ACCUM_MODE / TT_SIM_APPROX from the ComputeConfig (the SDK's JIT writes the
 // same constants into chlkc_*.h).
 #ifndef TT_SIM_DST_ACCUM_MODE
@@ -75,12 +73,22 @@ inline void compute_kernel_hw_startup(uint32_t icb0, uint32_t icb1, uint32_t ocb
     tt_sim::hw_startup(icb0, icb1, ocb,
                        src_order == SrcOrder::Reverse ? tt_sim::SrcOrder::Reverse : tt_sim::SrcOrder::Regular, line);
 }
-inline void compute_kernel_hw_startup(uint32_t icb, uint32_t ocb, TT_SIM_LINE) {
-    tt_sim::hw_startup(icb, icb, ocb, tt_sim::SrcOrder::Regular, line);
+inline void compute_kernel_hw_startup(uint32_t icb0, uint32_t ocb, TT_SIM_LINE) {
+    tt_sim::hw_startup(icb0, icb0, ocb, tt_sim::SrcOrder::Regular, line);
 }
-inline void reconfig_data_format(uint32_t srca_new, uint32_t srcb_new, TT_SIM_LINE) {
-    tt_sim::reconfig_srca(srca_new, line);
-    tt_sim::reconfig_srcb(srcb_new, line);
+// (icb0 -> SrcA, icb1 -> SrcB; SrcOrder::Reverse swaps them, as for matmul)
+template <SrcOrder src_order = SrcOrder::Regular>
+inline void reconfig_data_format(uint32_t icb0_new_operand, uint32_t icb1_new_operand, TT_SIM_LINE) {
+    constexpr bool reverse = src_order == SrcOrder::Reverse;
+    tt_sim::reconfig_srca(reverse ? icb1_new_operand : icb0_new_operand, line);
+    tt_sim::reconfig_srcb(reverse ? icb0_new_operand : icb1_new_operand, line);
+}
+template <SrcOrder src_order = SrcOrder::Regular>
+inline void reconfig_data_format(uint32_t icb0_old_operand, uint32_t icb0_new_operand, uint32_t icb1_old_operand,
+                                 uint32_t icb1_new_operand, TT_SIM_LINE) {
+    (void)icb0_old_operand;
+    (void)icb1_old_operand;
+    reconfig_data_format<src_order>(icb0_new_operand, icb1_new_operand, line);
 }
 inline void reconfig_data_format_srca(uint32_t srca_new, TT_SIM_LINE) { tt_sim::reconfig_srca(srca_new, line); }
 inline void reconfig_data_format_srca(uint32_t srca_old, uint32_t srca_new, TT_SIM_LINE) {
@@ -92,7 +100,11 @@ inline void reconfig_data_format_srcb(uint32_t srcb_old, uint32_t srcb_new, TT_S
     (void)srcb_old;
     tt_sim::reconfig_srcb(srcb_new, line);
 }
-inline void pack_reconfig_data_format(uint32_t new_cb, TT_SIM_LINE) { tt_sim::reconfig_pack(new_cb, line); }
+template <bool is_tile_dim_reconfig_en = false>
+inline void pack_reconfig_data_format(uint32_t new_cb, TT_SIM_LINE) {
+    tt_sim::reconfig_pack(new_cb, line);
+}
+template <bool is_tile_dim_reconfig_en = false>
 inline void pack_reconfig_data_format(uint32_t old_cb, uint32_t new_cb, TT_SIM_LINE) {
     (void)old_cb;
     tt_sim::reconfig_pack(new_cb, line);
@@ -104,31 +116,33 @@ inline void tile_regs_commit(TT_SIM_LINE) { tt_sim::tile_regs_commit(line); }
 inline void tile_regs_wait(TT_SIM_LINE) { tt_sim::tile_regs_wait(line); }
 inline void tile_regs_release(TT_SIM_LINE) { tt_sim::tile_regs_release(line); }
 
-template <bool out_of_order_output = false>
+template <bool out_of_order_output = false, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 inline void pack_tile(uint32_t ifrom_dst, uint32_t icb, uint32_t output_tile_index = 0, TT_SIM_LINE) {
     tt_sim::pack_tile(ifrom_dst, icb, output_tile_index, out_of_order_output, line);
 }
 
 // ---- unpack to DST ---------------------------------------------------------------------------------------
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
-inline void copy_init(uint32_t cb, uint32_t transpose = 0, uint32_t transpose_within_face = 0, TT_SIM_LINE) {
-    (void)transpose_within_face;
-    tt_sim::op_init(tt_sim::Init::Copy, cb, cb, transpose, "copy_init", line);
+inline void copy_init(uint32_t cb, uint32_t transpose = 0, uint32_t transpose_within_16x16_face = false,
+                      uint32_t call_line = __builtin_LINE()) {
+    (void)transpose_within_16x16_face;
+    tt_sim::op_init(tt_sim::Init::Copy, cb, cb, transpose, "copy_init", call_line);
 }
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 inline void copy_tile(uint32_t in_cb_id, uint32_t in_tile_index, uint32_t dst_tile_index, TT_SIM_LINE) {
     tt_sim::copy_tile(in_cb_id, in_tile_index, dst_tile_index, line);
 }
-inline void transpose_init(uint32_t icb, TT_SIM_LINE) {
-    tt_sim::op_init(tt_sim::Init::Transpose, icb, icb, 0, "transpose_init", line);
+inline void transpose_init(uint32_t icb, uint32_t call_line = __builtin_LINE()) {
+    tt_sim::op_init(tt_sim::Init::Transpose, icb, icb, 0, "transpose_init", call_line);
 }
 inline void transpose_tile(uint32_t icb, uint32_t itile, uint32_t idst, TT_SIM_LINE) {
     tt_sim::transpose_tile(icb, itile, idst, line);
 }
 
 // ---- matmul ----------------------------------------------------------------------------------------------
-inline void matmul_init(uint32_t in0_cb_id, uint32_t in1_cb_id, uint32_t transpose = 0, TT_SIM_LINE) {
-    tt_sim::op_init(tt_sim::Init::Matmul, in0_cb_id, in1_cb_id, transpose, "matmul_init", line);
+inline void matmul_init(uint32_t in0_cb_id, uint32_t in1_cb_id, uint32_t transpose = 0,
+                        uint32_t call_line = __builtin_LINE()) {
+    tt_sim::op_init(tt_sim::Init::Matmul, in0_cb_id, in1_cb_id, transpose, "matmul_init", call_line);
 }
 inline void matmul_tiles(uint32_t in0_cb_id, uint32_t in1_cb_id, uint32_t in0_tile_index, uint32_t in1_tile_index,
                          uint32_t idst, TT_SIM_LINE) {
@@ -136,14 +150,14 @@ inline void matmul_tiles(uint32_t in0_cb_id, uint32_t in1_cb_id, uint32_t in0_ti
 }
 
 // ---- FPU binary (eltwise_binary.h) -----------------------------------------------------------------------
-inline void add_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = false, TT_SIM_LINE) {
-    tt_sim::op_init(tt_sim::Init::Binary, icb0, icb1, acc_to_dest, "add_init", line);
+inline void add_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = false, uint32_t call_line = __builtin_LINE()) {
+    tt_sim::op_init(tt_sim::Init::Binary, icb0, icb1, acc_to_dest, "add_init", call_line);
 }
-inline void sub_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = false, TT_SIM_LINE) {
-    tt_sim::op_init(tt_sim::Init::Binary, icb0, icb1, acc_to_dest, "sub_init", line);
+inline void sub_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = false, uint32_t call_line = __builtin_LINE()) {
+    tt_sim::op_init(tt_sim::Init::Binary, icb0, icb1, acc_to_dest, "sub_init", call_line);
 }
-inline void mul_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = true, TT_SIM_LINE) {
-    tt_sim::op_init(tt_sim::Init::Binary, icb0, icb1, acc_to_dest, "mul_init", line);
+inline void mul_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = true, uint32_t call_line = __builtin_LINE()) {
+    tt_sim::op_init(tt_sim::Init::Binary, icb0, icb1, acc_to_dest, "mul_init", call_line);
 }
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 inline void add_tiles(uint32_t icb0, uint32_t icb1, uint32_t itile0, uint32_t itile1, uint32_t idst, TT_SIM_LINE) {

@@ -19,9 +19,9 @@ inline uint64_t get_noc_addr(uint32_t addr, uint8_t noc = noc_index) {
     return tt_sim::noc_local_addr(addr);
 }
 
-inline uint32_t get_write_ptr(uint32_t cb, uint32_t line = __builtin_LINE()) { return tt_sim::cb_write_ptr(cb, line); }
-inline uint32_t get_read_ptr(uint32_t cb, uint32_t line = __builtin_LINE()) { return tt_sim::cb_read_ptr(cb, line); }
-inline int32_t get_tile_size(int32_t cb, uint32_t line = __builtin_LINE()) {
+inline uint32_t get_write_ptr(uint32_t cb, TT_SIM_LINE) { return tt_sim::cb_write_ptr(cb, line); }
+inline uint32_t get_read_ptr(uint32_t cb, TT_SIM_LINE) { return tt_sim::cb_read_ptr(cb, line); }
+inline int32_t get_tile_size(int32_t cb, TT_SIM_LINE) {
     return static_cast<int32_t>(tt_sim::cb_tile_size(static_cast<uint32_t>(cb), line));
 }
 inline bool cb_pages_reservable_at_back(int32_t cb, int32_t n) {
@@ -33,7 +33,7 @@ inline bool cb_pages_available_at_front(int32_t cb, int32_t n) {
 
 template <typename AddrGen>
 inline void noc_async_read_page(uint32_t id, const AddrGen& addrgen, uint32_t dst_local_l1_addr, uint32_t offset = 0,
-                                uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+                                uint8_t noc = noc_index, TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_read_page(addrgen.bank_base_address, AddrGen::is_dram, addrgen.page_size, id, dst_local_l1_addr,
                           offset, line);
@@ -41,7 +41,7 @@ inline void noc_async_read_page(uint32_t id, const AddrGen& addrgen, uint32_t ds
 
 template <typename AddrGen>
 inline void noc_async_write_page(uint32_t id, const AddrGen& addrgen, uint32_t src_local_l1_addr, uint32_t size = 0,
-                                 uint32_t offset = 0, uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+                                 uint32_t offset = 0, uint8_t noc = noc_index, TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_write_page(addrgen.bank_base_address, AddrGen::is_dram, addrgen.page_size, id, src_local_l1_addr,
                            size, offset, line);
@@ -54,13 +54,13 @@ inline uint64_t get_noc_addr(uint32_t id, const AddrGen& addrgen, uint32_t offse
 }
 
 inline void noc_async_read(uint64_t src_noc_addr, uint32_t dst_local_l1_addr, uint32_t size, uint8_t noc = noc_index,
-                           uint32_t line = __builtin_LINE()) {
+                           TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_read(src_noc_addr, dst_local_l1_addr, size, line);
 }
 
 inline void noc_async_write(uint32_t src_local_l1_addr, uint64_t dst_noc_addr, uint32_t size, uint8_t noc = noc_index,
-                            uint32_t line = __builtin_LINE()) {
+                            TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_write(src_local_l1_addr, dst_noc_addr, size, line);
 }
@@ -77,7 +77,7 @@ enum class InlineWriteDst : uint8_t { DEFAULT = 0, L1 = 1, REG = 2 };
 template <InlineWriteDst dst_type = InlineWriteDst::DEFAULT, bool posted = false, bool flush = true>
 inline void noc_inline_dw_write(uint64_t addr, uint32_t val, uint8_t be = 0xF, uint8_t noc = noc_index,
                                 uint8_t vc = NOC_UNICAST_WRITE_VC, uint32_t customized_src_addr = 0,
-                                uint32_t line = __builtin_LINE()) {
+                                TT_SIM_LINE) {
     static_assert(dst_type != InlineWriteDst::REG, "tt-sim: inline writes to stream registers are not emulated");
     static_assert(flush, "tt-sim: noc_inline_dw_write<flush = false> (a caller-provided source slot) is not emulated");
     (void)noc;
@@ -86,19 +86,19 @@ inline void noc_inline_dw_write(uint64_t addr, uint32_t val, uint8_t be = 0xF, u
     tt_sim::noc_inline_write(addr, val, be, line);
 }
 
-inline void noc_async_read_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+inline void noc_async_read_barrier(uint8_t noc = noc_index, TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_read_barrier(line);
 }
-inline void noc_async_write_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+inline void noc_async_write_barrier(uint8_t noc = noc_index, TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_write_barrier(line);
 }
-inline void noc_async_writes_flushed(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+inline void noc_async_writes_flushed(uint8_t noc = noc_index, TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_write_barrier(line);
 }
-inline void noc_async_full_barrier(uint8_t noc = noc_index, uint32_t line = __builtin_LINE()) {
+inline void noc_async_full_barrier(uint8_t noc = noc_index, TT_SIM_LINE) {
     (void)noc;
     tt_sim::noc_read_barrier(line);
     tt_sim::noc_write_barrier(line);
