@@ -223,6 +223,7 @@ OP_UNARY, OP_PARAM, OP_BINARY = 20, 40, 60
 OP_WHERE, OP_CLAMP, OP_EXP_C = 70, 71, 72
 BUG_NO_UNINIT, BUG_UNDEFINED_SFPU, BUG_NO_RECONFIG, BUG_MISMATCHED_REDUCE = 90, 91, 92, 93
 BUG_BCAST_ROW_IDX, BUG_SFPU_AFTER_RELEASE = 94, 95
+STARTUP_WITH_SCALER = 96   # compute_kernel_hw_startup(cb_a, cb_s, cb_c): SrcB is the scaler's, no reconfig needed
 
 
 def _compute_source() -> str:
@@ -306,7 +307,7 @@ void kernel_main() {{
     const uint32_t p0 = get_arg_val<uint32_t>(1);
     const uint32_t p1 = get_arg_val<uint32_t>(2);
     constexpr uint32_t cb_a = {CB_A}, cb_b = {CB_B}, cb_s = {CB_S}, cb_c = {CB_C};
-    compute_kernel_hw_startup(cb_a, cb_b, cb_c);
+    compute_kernel_hw_startup(cb_a, op == {STARTUP_WITH_SCALER} ? cb_s : cb_b, cb_c);
     cb_wait_front(cb_a, 2);
     cb_wait_front(cb_b, 2);
     cb_wait_front(cb_s, 1);
@@ -395,6 +396,12 @@ void kernel_main() {{
             tile_regs_acquire();
             mul_tiles_bcast_rows(cb_a, cb_b, 0, 0, 0, 3);
             break;
+        case {STARTUP_WITH_SCALER}:
+            reduce_init<PoolType::MAX, ReduceDim::REDUCE_ROW>(cb_a, cb_s, cb_c);
+            tile_regs_acquire();
+            reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>(cb_a, cb_s, 0, 0, 0);
+            reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>(cb_a, cb_s, 1, 0, 1);
+            break;
         default:
             tile_regs_acquire();
             break;
@@ -404,7 +411,7 @@ void kernel_main() {{
     pack_tile(0, cb_c);
     pack_tile(1, cb_c);
     tile_regs_release();
-    if (op < 10) reduce_uninit();
+    if (op < 10 || op == {STARTUP_WITH_SCALER}) reduce_uninit();
     if (op == {BUG_SFPU_AFTER_RELEASE}) {{  // DST of the next acquire is undefined again
         tile_regs_acquire();
         copy_init(cb_a);
@@ -560,6 +567,17 @@ def test_reduce_accumulates_into_written_dst(artifact, monkeypatch):
     ref1[:, 0] = b1.amax(dim=1)   # DST[1] was undefined: MAX starts from -inf (the rows are all negative)
     torch.testing.assert_close(c0, ref0)
     torch.testing.assert_close(c1, ref1)
+
+
+def test_hw_startup_configures_srcb_and_the_packer(artifact, monkeypatch):
+    # compute_kernel_hw_startup(icb0, icb1, ocb): SrcA <- icb0, SrcB <- icb1 (the Float16_b scaler here, beside
+    # Float32 data), packer <- ocb; a reduce MAX needs no reconfig_data_format then
+    a, b = inputs(13)
+    c, _ = run(artifact, monkeypatch, STARTUP_WITH_SCALER, a, b)
+    ref = torch.zeros(32, 64)
+    ref[:, 0] = tiles(a)[0].amax(dim=1)
+    ref[:, 32] = tiles(a)[1].amax(dim=1)
+    torch.testing.assert_close(c, ref)
 
 
 # ---- broadcast ---------------------------------------------------------------------------------------------------
