@@ -113,3 +113,189 @@ def dynamic_gemm(N: int = 64, K: int = 96, dtype: str = "bfloat16", block: int =
             T.copy(C_l, C[by * block, bx * block])
 
     return gemm
+
+
+# --- TileLang's everyday kernels: reductions, broadcasts, vectors, N-D tensors, epilogues, fused GEMMs ----------
+
+
+def softmax(M: int = 256, N: int = 512, block_M: int = 32, dtype: str = "bfloat16"):
+    """Row softmax in the form of TileLang's examples: fp32 statistics, exp2 with log2(e) folded in."""
+    scale = 1.44269504  # log2(e)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            X_s = T.alloc_shared((block_M, N), dtype)
+            X_f = T.alloc_fragment((block_M, N), "float")
+            row_max = T.alloc_fragment((block_M,), "float")
+            row_sum = T.alloc_fragment((block_M,), "float")
+            T.copy(X[bx * block_M, 0], X_s)
+            T.copy(X_s, X_f)
+            T.reduce_max(X_f, row_max, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                X_f[i, j] = T.exp2((X_f[i, j] - row_max[i]) * scale)
+            T.reduce_sum(X_f, row_sum, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                X_f[i, j] = X_f[i, j] / row_sum[i]
+            T.copy(X_f, Y[bx * block_M, 0])
+
+    return main
+
+
+def layernorm(N: int = 256, D: int = 512, eps: float = 1e-5, blk_m: int = 1, in_dtype: str = "bfloat16",
+              out_dtype: str = "bfloat16"):
+    """TileLang's layernorm forward example (examples/norm/layernorm.py), unchanged: one row per block, gamma and
+    beta as 1-D tensors, the mean and 1/std written as 1-D fp32 outputs."""
+    accum_dtype = "float"
+
+    @T.prim_func
+    def main(X: T.Tensor((N, D), in_dtype), gamma: T.Tensor((D,), in_dtype), beta: T.Tensor((D,), in_dtype),
+             Y: T.Tensor((N, D), out_dtype), Mean: T.Tensor((N,), accum_dtype), Rstd: T.Tensor((N,), accum_dtype)):
+        with T.Kernel(T.ceildiv(N, blk_m), threads=256) as bx:
+            X_smem = T.alloc_shared((blk_m, D), in_dtype)
+            G_smem = T.alloc_shared((D,), in_dtype)
+            B_smem = T.alloc_shared((D,), in_dtype)
+            X_local = T.alloc_fragment((blk_m, D), accum_dtype)
+            X_sq_local = T.alloc_fragment((blk_m, D), accum_dtype)
+            sum_row = T.alloc_fragment((blk_m,), accum_dtype)
+            sumsq_row = T.alloc_fragment((blk_m,), accum_dtype)
+            mean_row = T.alloc_fragment((blk_m,), accum_dtype)
+            rstd_row = T.alloc_fragment((blk_m,), accum_dtype)
+            T.copy(X[bx * blk_m, 0], X_smem)
+            T.copy(gamma, G_smem)
+            T.copy(beta, B_smem)
+            for i, j in T.Parallel(blk_m, D):
+                X_local[i, j] = T.Cast(accum_dtype, X_smem[i, j])
+            for i, j in T.Parallel(blk_m, D):
+                X_sq_local[i, j] = X_local[i, j] * X_local[i, j]
+            T.reduce_sum(X_local, sum_row, dim=1)
+            T.reduce_sum(X_sq_local, sumsq_row, dim=1)
+            inv_D = T.float32(1.0) / T.Cast(accum_dtype, D)
+            for i in T.Parallel(blk_m):
+                mean_row[i] = sum_row[i] * inv_D
+                rstd_row[i] = T.rsqrt(sumsq_row[i] * inv_D - mean_row[i] * mean_row[i] + T.Cast(accum_dtype, eps))
+                Mean[bx * blk_m + i] = mean_row[i]
+                Rstd[bx * blk_m + i] = rstd_row[i]
+            for i, j in T.Parallel(blk_m, D):
+                norm = (X_local[i, j] - mean_row[i]) * rstd_row[i]
+                X_smem[i, j] = T.Cast(out_dtype, norm * T.Cast(accum_dtype, G_smem[j]) + T.Cast(accum_dtype, B_smem[j]))
+            T.copy(X_smem, Y[bx * blk_m, 0])
+
+    return main
+
+
+def rms_norm(M: int = 256, N: int = 512, blk_m: int = 1):
+    """TileLang's rms_norm example (examples/norm/rms_norm.py), unchanged: fp32, `blk_m` rows per block."""
+    dtype = "float"
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            A_shared = T.alloc_shared((blk_m, N), dtype)
+            A_pow_local = T.alloc_fragment((blk_m, N), dtype)
+            A_local = T.alloc_fragment((blk_m, N), dtype)
+            A_powsum = T.alloc_fragment((blk_m,), dtype)
+            T.copy(A[bx * blk_m:(bx + 1) * blk_m, :], A_shared)
+            T.copy(A_shared, A_local)
+            for i, j in T.Parallel(blk_m, N):
+                A_pow_local[i, j] = A_local[i, j] * A_local[i, j]
+            T.reduce_sum(A_pow_local, A_powsum, dim=1)
+            for i in T.Parallel(blk_m):
+                A_powsum[i] = T.rsqrt(A_powsum[i] / N) + 1e-12
+            for i, j in T.Parallel(blk_m, N):
+                A_local[i, j] *= A_powsum[i]
+            T.copy(A_local, B[bx * blk_m:(bx + 1) * blk_m, :])
+
+    return main
+
+
+def gemv(N: int = 256, K: int = 512, block_N: int = 32, block_K: int = 128, dtype: str = "bfloat16"):
+    """y = W x: each block multiplies a block of rows of W by x broadcast along the rows and reduces."""
+
+    @T.prim_func
+    def main(x: T.Tensor((K,), dtype), W: T.Tensor((N, K), dtype), y: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=128) as bx:
+            x_s = T.alloc_shared((block_K,), dtype)
+            W_s = T.alloc_shared((block_N, block_K), dtype)
+            acc = T.alloc_fragment((block_N, block_K), "float")
+            y_f = T.alloc_fragment((block_N,), "float")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(x[k * block_K], x_s)
+                T.copy(W[bx * block_N, k * block_K], W_s)
+                for i, j in T.Parallel(block_N, block_K):
+                    acc[i, j] += W_s[i, j] * x_s[j]
+            T.reduce_sum(acc, y_f, dim=1)
+            T.copy(y_f, y[bx * block_N])
+
+    return main
+
+
+def batched_gemm(batch: int = 4, M: int = 128, N: int = 128, K: int = 128, block_M: int = 64, block_N: int = 64,
+                 block_K: int = 32, dtype: str = "bfloat16"):
+    """C[b] = A[b] @ B[b] over rank-3 tensors and a 3-D grid (blockIdx.z = batch)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((batch, M, K), dtype), B: T.Tensor((batch, K, N), dtype), C: T.Tensor((batch, M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), batch, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[bz, by * block_M, k * block_K], A_s)
+                T.copy(B[bz, k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bz, by * block_M, bx * block_N])
+
+    return main
+
+
+def gemm_bias_relu(M: int = 256, N: int = 256, K: int = 256, block_M: int = 64, block_N: int = 64,
+                   block_K: int = 32, dtype: str = "bfloat16"):
+    """C = relu(A @ B + bias): the epilogue updates the accumulator in place, on chip."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), bias: T.Tensor((N,), dtype),
+             C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            for i, j in T.Parallel(block_M, block_N):
+                C_f[i, j] = T.max(C_f[i, j] + bias[bx * block_N + j], 0)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def mlp(M: int = 256, D: int = 128, H: int = 256, block_M: int = 32, dtype: str = "bfloat16"):
+    """Two-layer MLP, Y = relu(X W1) W2: the hidden activation stays on chip as the second GEMM's operand."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, D), dtype), W1: T.Tensor((D, H), dtype), W2: T.Tensor((H, D), dtype),
+             Y: T.Tensor((M, D), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            X_s = T.alloc_shared((block_M, D), dtype)
+            W1_s = T.alloc_shared((D, H), dtype)
+            W2_s = T.alloc_shared((H, D), dtype)
+            H_f = T.alloc_fragment((block_M, H), "float")
+            H_act = T.alloc_fragment((block_M, H), dtype)
+            Y_f = T.alloc_fragment((block_M, D), "float")
+            T.copy(X[bx * block_M, 0], X_s)
+            T.copy(W1, W1_s)
+            T.copy(W2, W2_s)
+            T.clear(H_f)
+            T.gemm(X_s, W1_s, H_f)
+            for i, j in T.Parallel(block_M, H):
+                H_act[i, j] = T.max(H_f[i, j], 0)
+            T.clear(Y_f)
+            T.gemm(H_act, W2_s, Y_f)
+            T.copy(Y_f, Y[bx * block_M, 0])
+
+    return main
