@@ -213,7 +213,7 @@ CALLS: dict[str, CallSpec] = {
     **_sfpu("api/compute/compute_kernel_api.h", "square_tile_init", "square_tile"),
     **_sfpu("api/compute/compute_kernel_api.h", "silu_tile_init", "silu_tile"),
     **_sfpu("api/compute/eltwise_unary/negative.h", "negative_tile_init", "negative_tile"),
-    # SFPU unary with one parameter: DST[{0}] = f(DST[{0}], {1}) ({1}: fp32 bit pattern, or the integer exponent).
+    # SFPU unary with one parameter: DST[{0}] = f(DST[{0}], {1}) ({1}: an fp32 bit pattern, power_tile's exponent too).
     **_sfpu_param("api/compute/compute_kernel_api.h", "power_tile_init", "power_tile"),
     **_sfpu_param("api/compute/compute_kernel_api.h", "unary_max_tile_init", "unary_max_tile"),
     **_sfpu_param("api/compute/compute_kernel_api.h", "unary_min_tile_init", "unary_min_tile"),
@@ -222,6 +222,10 @@ CALLS: dict[str, CallSpec] = {
     # SFPU binary max/min and comparisons between DST slots (1.0 / 0.0): DST[{0}] = op(DST[{0}], DST[{1}]).
     **{k: v for op in ("max", "min") for k, v in _sfpu_binary("api/compute/binary_max_min.h", f"binary_{op}_tile").items()},
     **{k: v for cmp in COMPARISONS for k, v in _sfpu_binary(_SFPU_BIN, f"{cmp}_binary_tile").items()},
+    # clamp: DST[{0}] = min(max(DST[{0}], lo), hi) (bounds as fp32 bit patterns).
+    "clamp_tile_init": CallSpec("clamp_tile_init()", "init", "api/compute/eltwise_unary/clamp.h", "sfpu"),
+    "clamp_tile": CallSpec("clamp_tile({0}, {1}, {2})", "op", "api/compute/eltwise_unary/clamp.h", "sfpu",
+                           "clamp_tile_init"),
     # select: DST[{1}] = DST[{0}] != 0 ? DST[{1}] : DST[{2}] (the DST format of the kernel as template argument).
     "where_tile_init": CallSpec("where_tile_init()", "init", "api/compute/eltwise_unary/where.h", "sfpu"),
     "where_tile": CallSpec("where_tile<{3}>({0}, {1}, {2}, {1})", "op", "api/compute/eltwise_unary/where.h", "sfpu",

@@ -167,6 +167,11 @@ class _Eval:
                 return self.power(e.args[0], float(strip_cast(e.args[1]).value), out)
             if name == "tirx.if_then_else":
                 return self.select(e.args[0], e.args[1], e.args[2], out)
+            if name == "tl.clamp":
+                v = self.eval(e.args[0], out)
+                lo, hi = (float(strip_cast(a).value) for a in e.args[1:3])
+                self.unary(out, "clamp_tile", v, float_bits(lo), float_bits(hi))
+                return v
         if isinstance(e, tirx.Select):
             return self.select(e.condition, e.true_value, e.false_value, out)
         if isinstance(e, (tirx.Max, tirx.Min)):
@@ -181,13 +186,13 @@ class _Eval:
     def power(self, x, p: float, out) -> Dst:
         v = self.eval(x, out)
         if p == int(p) and p >= 0:
-            self.unary(out, "power_tile", v, Lit(f"{int(p)}u"))
+            self.unary(out, "power_tile", v, float_bits(p))
         elif p == 0.5:
             self.unary(out, "sqrt_tile", v)
         elif p == -0.5:
             self.unary(out, "rsqrt_tile", v)
         elif p == int(p):
-            self.unary(out, "power_tile", v, Lit(f"{int(-p)}u"))
+            self.unary(out, "power_tile", v, float_bits(-p))
             self.unary(out, "recip_tile", v)
         else:                                   # x ** p = exp(p * log(x))
             self.unary(out, "log_tile", v)

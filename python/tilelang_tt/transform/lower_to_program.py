@@ -70,6 +70,7 @@ class LowerToProgram:
     # -- structure -------------------------------------------------------------------------------------
     def run(self) -> Program:
         self._find_dst_frag_out(self.func.body)
+        self._number(self.func.body)
         roles = self.lower(self.func.body)
         if SCALER in self.cbs:     # built once by the reader, kept at compute's front for the whole kernel
             cb, why = CB(SCALER), "the reduce scaler: 1.0 in row 0 of every face"
@@ -137,6 +138,15 @@ class LowerToProgram:
                                         Call("cb_pop_front", (CB(name), n), f"{name} is dead after this block")]
                     self.full[name] = False
         changed = [n for n in before if before[n] != self.full[n]]
+        end = self.position.get(stmt.__chandle__(), (0, 0))[1]
+        for name in list(changed):
+            if not before[name] and self.last_use.get(name, -1) <= end:
+                # written afresh in every iteration and dead after the loop: drop it at the end of the iteration
+                n = self.cbs[name]["block_tiles"]
+                why = f"{name} is dead after this iteration"
+                body["compute"] += [Call("cb_wait_front", (CB(name), n), why), Call("cb_pop_front", (CB(name), n), why)]
+                self.full[name] = False
+                changed.remove(name)
         if changed:
             raise TTUnsupportedError(f"fragment {changed[0]} is initialised inside a loop and used after it",
                                      construct=f"loop over {stmt.loop_var.name}", source=self.src,
@@ -144,6 +154,40 @@ class LowerToProgram:
         note = "persistent loop over this core's blocks" if persistent else ""
         lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
         return {r: [For(var, lo, ext, b, note)] for r, b in body.items() if b}
+
+    def _number(self, body):
+        """Program-order positions: ``position[loop handle] = (first, last)`` and the last position using each CB."""
+        self.position, self.last_use, counter = {}, {}, [0]
+
+        def uses(stmt):
+            found = tt_op_of(stmt)
+            if found is None:
+                return []
+            names = [self.by_index[int(a)] for a in found[1].args[:2]
+                     if isinstance(a, tirx.IntImm) and int(a) in self.by_index]
+            if found[0].same_as(TTOps.eltwise):
+                names = names[:1] + _loads(found[1].args[1])
+            elif not found[0].same_as(TTOps.reduce) and not found[0].same_as(TTOps.transpose):
+                names = names[:1]
+            if found[0].same_as(TTOps.matmul):
+                names = [self.by_index[int(a)] for a in found[1].args[:3]]
+            return names
+
+        def walk(stmt):
+            if isinstance(stmt, tirx.SeqStmt):
+                for x in stmt.seq:
+                    walk(x)
+                return
+            if isinstance(stmt, tirx.For):
+                first = counter[0]
+                walk(stmt.body)
+                self.position[stmt.__chandle__()] = (first, counter[0])
+                return
+            counter[0] += 1
+            for name in uses(stmt):
+                self.last_use[name] = counter[0]
+
+        walk(body)
 
     def expr(self, e):
         """``e`` with user variables renamed and ``Let`` expressions inlined."""

@@ -565,16 +565,27 @@ class _Lowerer:
             raise TTUnsupportedError(f"reduction output {dst.buffer.name} has shape {list(static_shape(dst.buffer))}, "
                                      f"expected {list(want)}", construct=what, source=self.src)
         self.cb(source).consumer.add("compute")
-        if not clear:
-            self.cb(self.current(dst.buffer)).consumer.add("compute")
-        target = self.target(dst.buffer) if clear else self.current(dst.buffer)
-        if not clear:
-            self.cb(target).producer.add("compute")
-        place = self.placements.get(source.name)
-        if place is not None:
-            self.placements[target.name] = (place[0], None) if dim == 1 else (None, place[1])
-        return call(TTOps.reduce, self.cb_index_placeholder(source), self.cb_index_placeholder(target),
-                    tirx.StringImm(kind), dim, clear, -1, note=tilelang_text(stmt))
+        note = tilelang_text(stmt)
+        pre = []
+        if clear:
+            target = self.target(dst.buffer)
+        else:
+            old = self.current(dst.buffer)
+            self.cb(old).consumer.add("compute")
+            target = self.target(old)
+            if target is not old:      # the reader filled the running value: fold into a compute-owned copy
+                self.inherit(target.name, old.name)
+                pre.append(call(TTOps.eltwise, self.cb_index_placeholder(target), tirx.BufferLoad(old, [0, 0]),
+                                note=note))
+        # REDUCE_ROW leaves its results in column 0 of each row, REDUCE_COL in row 0 of each column
+        place = self.placements.get(source.name, (None, None))
+        result = (place[0], tirx.IntImm("int32", 0)) if dim == 1 else (tirx.IntImm("int32", 0), place[1])
+        self.placements[target.name] = tuple(None if n % TILE == 0 else p for p, n in zip(result, want))
+        return tirx.SeqStmt(pre + [call(TTOps.reduce, self.cb_index_placeholder(source),
+                                        self.cb_index_placeholder(target), tirx.StringImm(kind), dim, clear, -1,
+                                        note=note)]) if pre else \
+            call(TTOps.reduce, self.cb_index_placeholder(source), self.cb_index_placeholder(target),
+                 tirx.StringImm(kind), dim, clear, -1, note=note)
     def _check_block_fields(self, realize):
         """A block is dissolved: fields that would change its meaning are refused, never dropped."""
         block, what = realize.block, describe(realize)

@@ -43,7 +43,7 @@ def dst_slots(expr) -> int:
     select = isinstance(e, tirx.Select) or isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == \
         "tirx.if_then_else"
     operands = [x for x in _operands(e) if select or not is_scalar(x)]
-    if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == "tirx.pow":
+    if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in ("tirx.pow", "tl.clamp"):
         operands = operands[:1]
     if not operands:
         return 1
@@ -95,6 +95,11 @@ class _Tensorizer:
             if isinstance(node, tirx.Call):
                 name = str(node.op.name) if isinstance(node.op, Op) else ""
                 if name == "tirx.if_then_else":
+                    return
+                if name == "tl.clamp":
+                    if not (is_scalar(node.args[1]) and is_scalar(node.args[2])):
+                        raise TTUnsupportedError("T.clamp with bounds that are not constants", construct=what,
+                                                 source=self.src, fix="use T.max(T.min(x, hi), lo)")
                     return
                 if name == "tirx.pow":
                     if not is_scalar(node.args[1]):
@@ -219,7 +224,7 @@ class _Tensorizer:
         if kind in ("sum", "max"):
             return stmt
         scratch = self.scratch(f"{src}_{'neg' if kind == 'min' else 'abs'}", src)
-        self.ops.append(("eltwise", scratch, path, None))
+        self.ops.append(("scratch", f"{src}_{'neg' if kind == 'min' else 'abs'}", path, src))
         return tirx.Evaluate(tirx.Call(c.dtype, c.op, [*c.args[:5], tirx.IntImm("int32", scratch), c.args[-1]]))
 
     def scaler_cb(self):

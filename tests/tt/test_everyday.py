@@ -1,0 +1,213 @@
+"""TileLang's everyday kernels on tt-sim against torch: reductions, broadcasts, vectors, rank-3 tensors, 3-D grids,
+element-wise math, GEMM epilogues and fused GEMMs.
+
+Tolerances, and why:
+* bf16 outputs: one rounding to bf16 on pack (2^-8 relative) on top of fp32 math: |err| <= 2^-7 * max|ref|
+  (two roundings where the kernel keeps a bf16 intermediate: the MLP's hidden activation, which the reference
+  rounds the same way).
+* bf16 GEMMs with fp32 accumulation: products of bf16 are exact in fp32, sums are fp32; only the output is
+  rounded: |err| <= 2^-7 * max|ref|.
+* fp32 reductions: on hardware fp32 reaches the FPU as TF32 (10 mantissa bits), so a reduced sum can be off by
+  2^-10 of sum(|x|); max/min are exact. We check |err| <= 2^-10 * sum|x| (and exact for max/min).
+* fp32 SFPU math (exp2, log, rsqrt, sigmoid, ...): the SFPU's non-approximate modes are accurate to ~1e-3
+  relative on hardware; we allow rtol 1e-3 (the emulator computes them in fp32).
+"""
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+from examples import kernels as K
+from examples.main import (bias_relu_inputs, bmm_inputs, gemv_inputs, layernorm_inputs, mlp_inputs,
+                           rms_norm_inputs, softmax_inputs)
+
+ARCHS = ["wormhole_b0", "blackhole"]
+BF16 = 2.0 ** -7
+
+
+def run(func, arch, args, max_cores=None):
+    target = {"kind": "tt", "arch": arch}
+    if max_cores:
+        target["max_cores"] = max_cores
+    kernel = tilelang.compile(func, target=target)
+    kernel(*args)
+    return kernel
+
+
+def check(args, refs, rel):
+    refs = refs if isinstance(refs, dict) else {len(args) - 1: refs}
+    for i, ref in refs.items():
+        err = (args[i].float() - ref).abs().max().item()
+        assert err <= rel * ref.abs().max().item() + 1e-6, (i, err, ref.abs().max().item())
+
+
+EXAMPLES = {
+    "softmax": (lambda: K.softmax(128, 256), lambda: softmax_inputs(128, 256), BF16),
+    "layernorm_row_per_block": (lambda: K.layernorm(64, 256), lambda: layernorm_inputs(64, 256), BF16),
+    "layernorm_32_rows": (lambda: K.layernorm(64, 256, blk_m=32), lambda: layernorm_inputs(64, 256), BF16),
+    "rms_norm_row_per_block": (lambda: K.rms_norm(64, 256, 1), lambda: rms_norm_inputs(64, 256), 1e-6),
+    "rms_norm_16_rows": (lambda: K.rms_norm(64, 256, 16), lambda: rms_norm_inputs(64, 256), 1e-6),
+    "gemv": (lambda: K.gemv(128, 256, 32, 64), lambda: gemv_inputs(128, 256), BF16),
+    "batched_gemm": (lambda: K.batched_gemm(3, 64, 64, 96, 32, 32, 32), lambda: bmm_inputs(3, 64, 64, 96), BF16),
+    "gemm_bias_relu": (lambda: K.gemm_bias_relu(128, 128, 64), lambda: bias_relu_inputs(128, 128, 64), BF16),
+    "mlp": (lambda: K.mlp(64, 64, 128), lambda: mlp_inputs(64, 64, 128), BF16),
+}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example(name, arch):
+    torch.manual_seed(2)
+    make, inputs, rel = EXAMPLES[name]
+    args, refs = inputs()
+    run(make(), arch, args, max_cores=6)
+    check(args, refs, rel)
+
+
+def reduce_kernel(kind, dim, clear, M=64, N=96):
+    """T.reduce_<kind> of each (32, N) block along dim into a 1-D fragment stored to the 1-D tensor R (block bx at
+    R[bx * len]); clear=False folds into the running value read from Init."""
+    n = 32 if dim == 1 else N
+    extra = {} if kind in ("abssum", "absmax") else {"clear": clear}
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), Init: T.Tensor((M // 32 * n,), "float32"),
+          R: T.Tensor((M // 32 * n,), "float32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            A_s = T.alloc_shared((32, N), "float32")
+            A_f = T.alloc_fragment((32, N), "float32")
+            r = T.alloc_fragment((n,), "float32")
+            T.copy(A[bx * 32, 0], A_s)
+            T.copy(A_s, A_f)
+            if not clear:
+                T.copy(Init[bx * n], r)
+            getattr(T, f"reduce_{kind}")(A_f, r, dim=dim, **extra)
+            T.copy(r, R[bx * n])
+
+    return k
+
+
+TORCH_REDUCE = {"sum": lambda x, d: x.sum(d), "max": lambda x, d: x.amax(d), "min": lambda x, d: x.amin(d),
+                "abssum": lambda x, d: x.abs().sum(d), "absmax": lambda x, d: x.abs().amax(d)}
+COMBINE = {"sum": torch.add, "max": torch.maximum, "min": torch.minimum}
+REDUCE_CASES = [(k, d, c) for k in sorted(TORCH_REDUCE) for d in (1, 0) for c in (True, False)
+                if c or k in COMBINE]
+
+
+@pytest.mark.parametrize("kind,dim,clear", REDUCE_CASES)
+def test_reduce(kind, dim, clear):
+    torch.manual_seed(3)
+    M, N = 64, 96
+    a = torch.randn(M, N) - 3.0            # mostly negative: a max that starts from 0 would be wrong
+    n = 32 if dim == 1 else N
+    init, r = torch.randn(M // 32 * n), torch.empty(M // 32 * n)
+    run(reduce_kernel(kind, dim, clear), "wormhole_b0", [a, init, r])
+    blocks = a.view(M // 32, 32, N)
+    ref = TORCH_REDUCE[kind](blocks, 2 if dim == 1 else 1).reshape(-1)
+    if not clear:
+        ref = COMBINE[kind](ref, init)
+    mag = blocks.abs().sum(2 if dim == 1 else 1).reshape(-1) + (0 if clear else init.abs())
+    tol = 2.0 ** -10 * mag if "sum" in kind else 0
+    assert ((r - ref).abs() <= tol + 1e-6).all(), (r - ref).abs().max()
+
+
+def unary_kernel(fn, M=64, N=64, dtype="float32"):
+    @T.prim_func
+    def k(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(N // 32, M // 32, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                y = by * 32 + i
+                x = bx * 32 + j
+                C[y, x] = fn(A[y, x], B[y, x])
+
+    return k
+
+
+MATH = {
+    "gt_select": (lambda a, b: T.if_then_else(a > b, a, b * 2.0), lambda a, b: torch.where(a > b, a, b * 2)),
+    "le_scalar": (lambda a, b: T.Cast("float32", a <= 0.5), lambda a, b: (a <= 0.5).float()),
+    "min_max_clamp": (lambda a, b: T.max(T.min(a, b), -0.5) + T.clamp(b, -1.0, 1.0),
+                      lambda a, b: torch.clamp(torch.minimum(a, b), min=-0.5) + torch.clamp(b, -1, 1)),
+    "exp2_log2": (lambda a, b: T.exp2(a) + T.log2(T.abs(b) + 1.0),
+                  lambda a, b: torch.exp2(a) + torch.log2(b.abs() + 1)),
+    "pow_rsqrt": (lambda a, b: a * a * a + T.rsqrt(b * b + 1.0), lambda a, b: a ** 3 + torch.rsqrt(b * b + 1)),
+    "gelu_erf": (lambda a, b: 0.5 * a * (1.0 + T.erf(a * 0.7071067811865476)),
+                 lambda a, b: torch.nn.functional.gelu(a)),
+    "gelu_tanh": (lambda a, b: 0.5 * a * (1.0 + T.tanh(0.7978845608 * (a + 0.044715 * a * a * a))),
+                  lambda a, b: torch.nn.functional.gelu(a, approximate="tanh")),
+    "silu": (lambda a, b: a * T.sigmoid(a), lambda a, b: torch.nn.functional.silu(a)),
+    "neg_sub_div": (lambda a, b: (0.0 - a) / (b * b + 1.0), lambda a, b: -a / (b * b + 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATH))
+def test_elementwise_math(name):
+    torch.manual_seed(4)
+    fn, ref_fn = MATH[name]
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    c = torch.empty(64, 64)
+    run(unary_kernel(fn), "wormhole_b0", [a, b, c])
+    ref = ref_fn(a, b)
+    torch.testing.assert_close(c, ref, rtol=1e-3, atol=1e-5)
+
+
+def test_sixteen_by_sixteen_blocks():
+    """Blocks smaller than a tile: each 16x16 block lives in a quarter of one tile, read and written in place."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 48), "float32"), B: T.Tensor((64, 48), "float32"), C: T.Tensor((64, 48), "float32")):
+        with T.Kernel(3, 4, threads=128) as (bx, by):
+            A_s = T.alloc_shared((16, 16), "float32")
+            C_f = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[by * 16, bx * 16], A_s)
+            for i, j in T.Parallel(16, 16):
+                C_f[i, j] = A_s[i, j] * 2.0 + B[by * 16 + i, bx * 16 + j]
+            T.copy(C_f, C[by * 16, bx * 16])
+
+    torch.manual_seed(5)
+    a, b, c = torch.randn(64, 48), torch.randn(64, 48), torch.zeros(64, 48)
+    run(k, "blackhole", [a, b, c])
+    torch.testing.assert_close(c, a * 2 + b, rtol=0, atol=0)
+
+
+def test_in_place_update_of_reader_buffer_in_a_loop():
+    """TileLang's rms_norm_splitk form: the shared buffer the reader fills is scaled in place and stored."""
+    M, N, blk_k = 64, 128, 64
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            A_shared = T.alloc_shared((32, blk_k), "float32")
+            A_local = T.alloc_fragment((32, blk_k), "float32")
+            A_powsum = T.alloc_fragment((32,), "float32")
+            T.clear(A_local)
+            for kk in range(N // blk_k):
+                T.copy(A[bx * 32, kk * blk_k], A_shared)
+                for i, j in T.Parallel(32, blk_k):
+                    A_local[i, j] += A_shared[i, j] * A_shared[i, j]
+            T.reduce_sum(A_local, A_powsum, dim=1)
+            for i in T.Parallel(32):
+                A_powsum[i] = T.rsqrt(A_powsum[i] / N) + 1e-12
+            for kk in range(N // blk_k):
+                T.copy(A[bx * 32, (N // blk_k - 1 - kk) * blk_k], A_shared)
+                for i, j in T.Parallel(32, blk_k):
+                    A_shared[i, j] *= A_powsum[i]
+                T.copy(A_shared, B[bx * 32, (N // blk_k - 1 - kk) * blk_k])
+
+    torch.manual_seed(6)
+    a, b = torch.randn(M, N), torch.empty(M, N)
+    run(k, "wormhole_b0", [a, b])
+    ref = a * (torch.rsqrt(a.pow(2).mean(-1, keepdim=True)) + 1e-12)
+    torch.testing.assert_close(b, ref, rtol=1e-3, atol=1e-6)
+
+
+def test_vector_layouts_in_the_plan():
+    """A 1-D tensor is a row vector [1, n] when indexed by the column variable and a column vector [n, 1] when it
+    receives per-row results; rank-3 tensors fold their leading dims into rows."""
+    plan = tilelang.compile(K.layernorm(64, 256), target="tt").plan
+    views = {b["name"]: (b["shape"], b["view"]) for b in plan["buffers"]}
+    assert views["gamma"] == ([256], [1, 256]) and views["Mean"] == ([64], [64, 1])
+    plan = tilelang.compile(K.batched_gemm(3, 64, 64, 96, 32, 32, 32), target="tt").plan
+    views = {b["name"]: (b["shape"], b["view"]) for b in plan["buffers"]}
+    assert views["A"] == ([3, 64, 96], [192, 96]) and views["C"] == ([3, 64, 64], [192, 64])
+    assert plan["grid"] == [3 * 2, 2]
