@@ -1,6 +1,7 @@
 """Seeded random kernels for the differential test (tests) and the soak run (benchmarks).
 
-Each case is a GEMM or an elementwise kernel with a random shape (any size, tails included), block size,
+Each case is a GEMM, an elementwise kernel, a row reduction with a broadcast back (softmax / rmsnorm), a GEMM
+with a bias + ReLU epilogue or two chained GEMMs, with a random shape (any size, tails included), block size,
 dtype, schedule policy and arch, plus its torch reference and tolerance.
 """
 
@@ -62,6 +63,91 @@ def eltwise(M, N, bm, bn, dtype, schedule, op):
     return elt
 
 
+def rowwise(M, N, bm, dtype, schedule, op):
+    """softmax (fp32 statistics) or rmsnorm over rows of N (the whole row is the block)."""
+
+    @T.prim_func
+    def rows(A: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as by:
+            A_s = T.alloc_shared((bm, N), dtype)
+            x = T.alloc_fragment((bm, N), "float32")
+            stat = T.alloc_fragment((bm,), "float32")
+            if schedule is not None:
+                T.annotate_tt_schedule(**schedule)
+            T.copy(A[by * bm, 0], A_s)
+            T.copy(A_s, x)
+            if op == "softmax":
+                T.reduce_max(x, stat, dim=1)
+                for i, j in T.Parallel(bm, N):
+                    x[i, j] = T.exp(x[i, j] - stat[i])
+                T.reduce_sum(x, stat, dim=1)
+                for i, j in T.Parallel(bm, N):
+                    x[i, j] = x[i, j] / stat[i]
+            else:
+                sq = T.alloc_fragment((bm, N), "float32")
+                for i, j in T.Parallel(bm, N):
+                    sq[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(sq, stat, dim=1)
+                for i in T.Parallel(bm):
+                    stat[i] = T.rsqrt(stat[i] / N + 1e-6)
+                for i, j in T.Parallel(bm, N):
+                    x[i, j] = x[i, j] * stat[i]
+            T.copy(x, C[by * bm, 0])
+
+    return rows
+
+
+def epilogue(M, N, K_, bm, bn, bk, dtype, schedule):
+    @T.prim_func
+    def epi(A: T.Tensor((M, K_), dtype), B: T.Tensor((K_, N), dtype), bias: T.Tensor((N,), dtype),
+            C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            if schedule is not None:
+                T.annotate_tt_schedule(**schedule)
+            T.clear(C_l)
+            for k in T.serial(T.ceildiv(K_, bk)):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            for i, j in T.Parallel(bm, bn):
+                C_l[i, j] = T.max(C_l[i, j] + bias[bx * bn + j], 0.0)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return epi
+
+
+def chained(M, D, H, bm, dtype, schedule):
+    """Y = relu(X W1) W2 with the hidden block kept on chip."""
+
+    @T.prim_func
+    def mlp(X: T.Tensor((M, D), dtype), W1: T.Tensor((D, H), dtype), W2: T.Tensor((H, D), dtype),
+            Y: T.Tensor((M, D), dtype)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as by:
+            X_s = T.alloc_shared((bm, D), dtype)
+            W1_s = T.alloc_shared((D, H), dtype)
+            W2_s = T.alloc_shared((H, D), dtype)
+            H_l = T.alloc_fragment((bm, H), "float32")
+            H_c = T.alloc_fragment((bm, H), dtype)
+            Y_l = T.alloc_fragment((bm, D), "float32")
+            if schedule is not None:
+                T.annotate_tt_schedule(**schedule)
+            T.copy(X[by * bm, 0], X_s)
+            T.copy(W1, W1_s)
+            T.copy(W2, W2_s)
+            T.clear(H_l)
+            T.gemm(X_s, W1_s, H_l)
+            for i, j in T.Parallel(bm, H):
+                H_c[i, j] = T.max(H_l[i, j], 0.0)
+            T.clear(Y_l)
+            T.gemm(H_c, W2_s, Y_l)
+            T.copy(Y_l, Y[by * bm, 0])
+
+    return mlp
+
+
 def make_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed)
     sizes = [1, 7, 32, 33, 64, 75, 96, 100, 128, 160, 168, 200]
@@ -69,7 +155,19 @@ def make_cases(n: int, seed: int) -> list[Case]:
     for i in range(n):
         arch = rng.choice(["wormhole_b0", "blackhole"])
         schedule = rng.choice(POLICIES)
-        if i % 2 == 0:
+        if i % 5 == 3:    # row reductions with a broadcast back; the reduced extent is whole tiles
+            shape = (rng.choice(sizes), rng.choice([32, 64, 96, 128]))
+            op = rng.choice(["softmax", "rmsnorm"])
+            cases.append(Case("rowwise", shape, (rng.choice([32, 64]),), rng.choice(["float32", "bfloat16"]),
+                              schedule if schedule is None or schedule.get("policy") != "rect" else None, arch, op))
+        elif i % 5 == 1 and i % 10 == 1:
+            shape = tuple(rng.choice(sizes) for _ in range(3))
+            block = (rng.choice([32, 64]), rng.choice([32, 64]), rng.choice([32, 64]))
+            cases.append(Case("epilogue", shape, block, rng.choice(["bfloat16", "float16"]), schedule, arch))
+        elif i % 10 == 6:
+            shape = (rng.choice(sizes), rng.choice([32, 64]), rng.choice([32, 64, 96]))
+            cases.append(Case("chained", shape, (32,), "bfloat16", None, arch))
+        elif i % 2 == 0:
             shape = tuple(rng.choice(sizes) for _ in range(3))
             block = (rng.choice([32, 64]), rng.choice([32, 64]), rng.choice([32, 64]))
             cases.append(Case("gemm", shape, block, rng.choice(["bfloat16", "float16"]), schedule, arch))
@@ -86,6 +184,12 @@ def build(case: Case):
     if case.kind == "gemm":
         M, N, K_ = case.shape
         return gemm(M, N, K_, *case.block, case.dtype, case.schedule)
+    if case.kind == "rowwise":
+        return rowwise(*case.shape, case.block[0], case.dtype, case.schedule, case.op)
+    if case.kind == "epilogue":
+        return epilogue(*case.shape, *case.block, case.dtype, case.schedule)
+    if case.kind == "chained":
+        return chained(*case.shape, case.block[0], case.dtype, case.schedule)
     return eltwise(*case.shape, *case.block, case.dtype, case.schedule, case.op)
 
 
@@ -93,6 +197,50 @@ def inputs_and_check(case: Case, seed: int):
     """(args, check(out) -> (ok, error)) for one case."""
     g = torch.Generator().manual_seed(seed)
     dt = getattr(torch, case.dtype)
+    out_eps = 2.0 ** -8 if case.dtype == "bfloat16" else 2.0 ** -11 if case.dtype == "float16" else 2.0 ** -20
+    if case.kind == "rowwise":
+        M, N = case.shape
+        a = torch.randn(M, N, generator=g).to(dt)
+        x = a.float()
+        if case.op == "softmax":
+            ref = torch.softmax(x, dim=1)
+        else:
+            ref = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6)
+        # fp32 statistics (TF32 on the FPU: 2^-10), one rounding of the output
+        tol = (2 * out_eps + 2.0 ** -10) * ref.abs().max().item() + 1e-6
+        out = torch.empty(M, N, dtype=dt)
+
+        def check(c):
+            err = (c.float() - ref).abs().max().item()
+            return err <= tol, err, tol
+
+        return [a, out], check
+    if case.kind in ("epilogue", "chained"):
+        if case.kind == "epilogue":
+            M, N, K_ = case.shape
+            a, b = torch.randn(M, K_, generator=g).to(dt), torch.randn(K_, N, generator=g).to(dt)
+            bias = torch.randn(N, generator=g).to(dt)
+            ref = torch.relu(a.float() @ b.float() + bias.float())
+            args = [a, b, bias, torch.empty(M, N, dtype=dt)]
+            # fp32 accumulation, the bias added in fp32, one rounding of the output
+            tol = 2 * out_eps * max(ref.abs().max().item(), 1e-30) + 1e-6
+        else:
+            M, D, H = case.shape
+            x = torch.randn(M, D, generator=g).to(dt)
+            w1 = (torch.randn(D, H, generator=g) / D ** 0.5).to(dt)
+            w2 = (torch.randn(H, D, generator=g) / H ** 0.5).to(dt)
+            hidden = torch.relu(x.float() @ w1.float()).to(dt).float()   # kept on chip in the kernel's dtype
+            ref = hidden @ w2.float()
+            args = [x, w1, w2, torch.empty(M, D, dtype=dt)]
+            # the hidden activation can round the other way than torch's (fp32 sums in another order): allow
+            # one bf16 ulp of each hidden value through W2, plus the output rounding
+            tol = (2 * out_eps) * (hidden.abs() @ w2.float().abs()).max().item() + 1e-6
+
+        def check(c):
+            err = (c.float() - ref).abs().max().item()
+            return err <= tol, err, tol
+
+        return args, check
     if case.kind == "gemm":
         M, N, K_ = case.shape
         a, b = torch.randn(M, K_, generator=g).to(dt), torch.randn(K_, N, generator=g).to(dt)

@@ -93,12 +93,14 @@ def no_grid():
     return k
 
 
-def grid3():
+def cumsum():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(2, 2, 2, threads=128) as (bx, by, bz):
-            for i, j in T.Parallel(32, 32):
-                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((32, 32), "float32")
+            T.copy(A[by * 32, bx * 32], A_s)
+            T.cumsum(A_s, dim=1)
+            T.copy(A_s, C[by * 32, bx * 32])
     return k
 
 
@@ -303,7 +305,7 @@ CASES = [
      r"unknown math fidelity 'HiFi5'"),
     # unsupported kernels
     ("no_grid", no_grid, {}, TTLoweringError, r"no T.Kernel grid \(no loop bound to blockIdx.x/y\) found"),
-    ("grid_3d", grid3, {}, TTUnsupportedError, r"a 3-D grid \(blockIdx.z extent 2\)"),
+    ("cumsum", cumsum, {}, TTUnsupportedError, r"tile operator tl.tileop.cumsum has no TT lowering"),
     ("thread_index", thread_dependent, {}, TTUnsupportedError, r"the kernel body reads threadIdx"),
     ("atomics", atomic, {}, TTUnsupportedError, r"atomic operations \(tl\.atomic\w*\) have no TT lowering"),
     ("data_dependent_if", data_dependent_if, {}, TTUnsupportedError,
