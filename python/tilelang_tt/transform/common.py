@@ -227,6 +227,29 @@ def tile_shape_2d(shape: tuple[int, ...]) -> tuple[int, int]:
     return -(-rows // TILE), -(-shape[-1] // TILE)
 
 
+_ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+          "Div": lambda a, b: a / b if b else None}
+
+
+def const_value(expr) -> float | None:
+    """The value of a constant expression (``T.float32(1.0) / D``, ``-T.infinity("float")``), else None."""
+    import math
+
+    if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
+        return float(expr.value)
+    if isinstance(expr, tirx.Cast):
+        return const_value(expr.value)
+    if isinstance(expr, tirx.Call) and isinstance(expr.op, Op) and str(expr.op.name) in ("tl.infinity", "tirx.infinity"):
+        return math.inf
+    kind = type(expr).__name__
+    if kind in _ARITH:
+        a, b = const_value(expr.a), const_value(expr.b)
+        if a is None or b is None:
+            return None
+        return _ARITH[kind](a, b)
+    return None
+
+
 def simplify(expr):
     return tvm.arith.Analyzer().simplify(expr)
 

@@ -41,6 +41,8 @@ def float_bits(value: float) -> Lit:
 
 
 def float_lit(value: float) -> Lit:
+    if value in (float("inf"), float("-inf")):
+        return Lit(("-" if value < 0 else "") + "__builtin_inff()")
     text = repr(float(value))
     return Lit(text + ("f" if "e" in text or "." in text else ".0f"))
 

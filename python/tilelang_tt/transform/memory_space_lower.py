@@ -34,7 +34,7 @@ from ..device import DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, Region, UnsupportedOps, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
+from .common import (TILE, Region, UnsupportedOps, const_value, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
                      tile_op_call, tile_shape_2d)
 
 SCOPE_SHARED = "shared.dyn"
@@ -657,23 +657,19 @@ class _Lowerer:
 
 REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}
 
-_FOLD = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
-         tirx.Div: lambda a, b: a / b}
-
-
 def fold_constants(expr):
-    """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``) as one constant."""
+    """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``, ``-T.infinity("float")``)
+    as one constant."""
     def post(node):
-        if isinstance(node, tirx.Cast) and isinstance(node.value, (tirx.IntImm, tirx.FloatImm)) and \
-                node.dtype.startswith(("float", "bfloat")):
-            return tirx.FloatImm(node.dtype, float(node.value.value))
-        if type(node) in _FOLD and isinstance(node.a, tirx.FloatImm) and isinstance(node.b, tirx.FloatImm) and \
-                not (isinstance(node, tirx.Div) and float(node.b.value) == 0.0):
-            return tirx.FloatImm(node.dtype, _FOLD[type(node)](float(node.a.value), float(node.b.value)))
+        if node.dtype.startswith(("float", "bfloat")):
+            value = const_value(node)
+            if value is not None:
+                return tirx.FloatImm(node.dtype, value)
         return None
 
     return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post,
-                                          ["tirx.Cast", "tirx.Add", "tirx.Sub", "tirx.Mul", "tirx.Div"]).value
+                                          ["tirx.Cast", "tirx.Add", "tirx.Sub", "tirx.Mul", "tirx.Div",
+                                           "tirx.Call"]).value
 
 
 def _with_buffer(region_call, buf):

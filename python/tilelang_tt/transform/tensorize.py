@@ -25,7 +25,7 @@ from ..errors import TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
 from .lower_to_program import SCALER
-from .common import visit as walk, TileOps, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
+from .common import visit as walk, TileOps, const_value, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div)
 
@@ -138,10 +138,10 @@ class _Tensorizer:
         if c is not None and c.op.same_as(TileOps.fill):
             dst = decode_region(c.args[0], self.src)
             self.ops.append(("fill", dst.buffer.name, path, None))
-            if not isinstance(c.args[1], (tirx.FloatImm, tirx.IntImm)):
+            value = const_value(c.args[1])
+            if value is None:
                 self._bad(stmt, "T.fill with a non-constant value")
-            return call(TTOps.fill, self.index(dst.buffer), tirx.FloatImm("float32", float(c.args[1].value)),
-                        note=tilelang_text(stmt))
+            return call(TTOps.fill, self.index(dst.buffer), tirx.FloatImm("float32", value), note=tilelang_text(stmt))
         if c is not None and c.op.same_as(TileOps.gemm):
             return self.gemm(stmt, c, path)
         found = tt_op_of(stmt)
