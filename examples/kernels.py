@@ -299,3 +299,64 @@ def mlp(M: int = 256, D: int = 128, H: int = 256, block_M: int = 32, dtype: str 
             T.copy(Y_f, Y[bx * block_M, 0])
 
     return main
+
+
+def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: int = 256, dim: int = 64,
+                    kv_heads: int | None = None, block_M: int = 64, block_N: int = 64, num_stages: int = 1,
+                    dtype: str = "bfloat16"):
+    """FlashAttention forward (non-causal) in the form of TileLang's example_mha_fwd_bhsd.py: Q, K, V as
+    [batch, heads, seq, dim], the online softmax with exp2 and log2(e) folded into the scale, the output
+    accumulator rescaled in place and P.V as a GEMM on the on-chip probabilities. kv_heads < heads is
+    grouped-query attention (query head h reads K/V head h // (heads // kv_heads))."""
+    kv_heads = kv_heads or heads
+    groups = heads // kv_heads
+    scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e)
+    q_shape, kv_shape = [batch, heads, seq_q, dim], [batch, kv_heads, seq_kv, dim]
+    accum_dtype = "float"
+
+    @T.prim_func
+    def main(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype),
+             Output: T.Tensor(q_shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=128) as (bx, by, bz):
+            Q_shared = T.alloc_shared([block_M, dim], dtype)
+            K_shared = T.alloc_shared([block_N, dim], dtype)
+            V_shared = T.alloc_shared([block_N, dim], dtype)
+            O_shared = T.alloc_shared([block_M, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum_dtype)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum_dtype)
+            scores_max = T.alloc_fragment([block_M], accum_dtype)
+            scores_max_prev = T.alloc_fragment([block_M], accum_dtype)
+            scores_scale = T.alloc_fragment([block_M], accum_dtype)
+            scores_sum = T.alloc_fragment([block_M], accum_dtype)
+            logsum = T.alloc_fragment([block_M], accum_dtype)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity(accum_dtype))
+            for k in T.Pipelined(T.ceildiv(seq_kv, block_N), num_stages=num_stages):
+                T.copy(K[bz, by // groups, k * block_N:(k + 1) * block_N, :], K_shared)
+                T.clear(acc_s)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(scores_max, scores_max_prev)
+                T.fill(scores_max, -T.infinity(accum_dtype))
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(V[bz, by // groups, k * block_N:(k + 1) * block_N, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, O_shared)
+            T.copy(O_shared, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])
+
+    return main

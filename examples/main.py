@@ -3,7 +3,7 @@
 Compiles the design's GEMM (bf16, 32x32 blocks), TileLang's example GEMM (128x128x32 blocks, transpose_B,
 fp16 in / fp32 accumulate, T.Pipelined, T.use_swizzle) and elementwise kernels (fp32 and bf16, plus a
 fused exp(a) * b + 1 chain), and TileLang's everyday kernels (softmax, layernorm and rms_norm in the form of
-TileLang's examples, GEMV, a rank-3 batched GEMM, a GEMM with a bias + ReLU epilogue and a two-layer MLP) for
+TileLang's examples, GEMV, a rank-3 batched GEMM, a GEMM with a bias + ReLU epilogue, a two-layer MLP and FlashAttention forward) for
 wormhole_b0 and blackhole, prints each per-core plan and the artifact
 directory, runs the exact generated host program and kernels on tt-sim (the CPU emulator; no Tenstorrent
 device here) and prints the max error against torch, and checks every artifact against the real TT-Metalium
@@ -80,6 +80,13 @@ def mlp_inputs(M, D, H):
     return [x, w1, w2, torch.empty(M, D, dtype=torch.bfloat16)], hidden @ w2.float()
 
 
+def attention_inputs(B, H, HKV, S, D):
+    q = torch.randn(B, H, S, D, dtype=torch.bfloat16)
+    k, v = (torch.randn(B, HKV, S, D, dtype=torch.bfloat16) for _ in range(2))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=HKV != H)
+    return [q, k, v, torch.empty_like(q)], ref
+
+
 CASES = [
     ("design GEMM 512x512x512 bf16", lambda: K.design_gemm(512, 512, 512),
      lambda: gemm_inputs(512, 512, 512, torch.bfloat16)),
@@ -103,6 +110,8 @@ CASES = [
      lambda: bias_relu_inputs(256, 256, 256)),
     ("two-layer MLP 256x128x256 bf16 (hidden kept on chip)", lambda: K.mlp(256, 128, 256),
      lambda: mlp_inputs(256, 128, 256)),
+    ("FlashAttention fwd 1x4x256x64 bf16, GQA 4:2 (TileLang example form)",
+     lambda: K.flash_attention(1, 4, 256, 256, 64, kv_heads=2), lambda: attention_inputs(1, 4, 2, 256, 64)),
 ]
 
 

@@ -211,3 +211,36 @@ def test_vector_layouts_in_the_plan():
     views = {b["name"]: (b["shape"], b["view"]) for b in plan["buffers"]}
     assert views["A"] == ([3, 64, 96], [192, 96]) and views["C"] == ([3, 64, 64], [192, 64])
     assert plan["grid"] == [3 * 2, 2]
+
+
+FLASH = [  # (batch, heads, kv_heads, seq_q, seq_kv, dim, arch)
+    (1, 2, 2, 128, 128, 64, "wormhole_b0"),
+    (2, 4, 2, 128, 256, 128, "blackhole"),      # grouped-query attention, head dim 128
+    (1, 2, 1, 64, 256, 64, "blackhole"),        # a short query block against a longer K/V
+]
+
+
+@pytest.mark.parametrize("batch,heads,kv_heads,seq_q,seq_kv,dim,arch", FLASH)
+def test_flash_attention_forward(batch, heads, kv_heads, seq_q, seq_kv, dim, arch):
+    """TileLang's FlashAttention forward (non-causal) through the general lowering, against torch's SDPA.
+    Tolerance: the probabilities are rounded to bf16 before P.V (as the example does in fp16) and the output
+    once more: |err| <= 2^-7 * max|ref|. Counters: Q is read once, K and V once per Q block; the matmul tiles
+    are those of QK^T and P.V."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(7)
+    q = torch.randn(batch, heads, seq_q, dim, dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, seq_kv, dim, dtype=torch.bfloat16) for _ in range(2))
+    o = torch.empty_like(q)
+    kernel = run(K.flash_attention(batch, heads, seq_q, seq_kv, dim, kv_heads=kv_heads), arch, [q, k, v, o],
+                 max_cores=8)
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=kv_heads != heads)
+    assert (o.float() - ref).abs().max().item() <= BF16 * ref.abs().max().item()
+    q_blocks = -(-seq_q // 64)
+    total = kernel.report["total"]
+    kv_bytes = 2 * seq_kv * dim * 2                      # one head's K and V, bf16
+    assert total["dram_read_bytes"] == q.numel() * 2 + batch * heads * q_blocks * kv_bytes
+    assert total["dram_write_bytes"] == o.numel() * 2
+    tiles = lambda n: -(-n // 32)                        # noqa: E731
+    per_pair = tiles(64) * tiles(64) * tiles(dim) * 2    # QK^T and P.V per (Q block, K block)
+    assert total["matmul_tiles"] == batch * heads * q_blocks * tiles(seq_kv) // 2 * per_pair
