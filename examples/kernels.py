@@ -302,13 +302,16 @@ def mlp(M: int = 256, D: int = 128, H: int = 256, block_M: int = 32, dtype: str 
 
 
 def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: int = 256, dim: int = 64,
-                    kv_heads: int | None = None, block_M: int = 64, block_N: int = 64, num_stages: int = 1,
-                    dtype: str = "bfloat16"):
-    """FlashAttention forward (non-causal) in the form of TileLang's example_mha_fwd_bhsd.py: Q, K, V as
+                    kv_heads: int | None = None, is_causal: bool = False, block_M: int = 64, block_N: int = 64,
+                    num_stages: int = 1, dtype: str = "bfloat16"):
+    """FlashAttention forward in the form of TileLang's example_mha_fwd_bhsd.py: Q, K, V as
     [batch, heads, seq, dim], the online softmax with exp2 and log2(e) folded into the scale, the output
     accumulator rescaled in place and P.V as a GEMM on the on-chip probabilities. kv_heads < heads is
-    grouped-query attention (query head h reads K/V head h // (heads // kv_heads))."""
+    grouped-query attention (query head h reads K/V head h // (heads // kv_heads)). Causal: K/V blocks above the
+    diagonal are not visited (the loop's trip count depends on bx) and the score block is initialised with the
+    mask (0 or -inf from the query and key positions) before QK^T accumulates into it."""
     kv_heads = kv_heads or heads
+    past_len = seq_kv - seq_q
     groups = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e)
     q_shape, kv_shape = [batch, heads, seq_q, dim], [batch, kv_heads, seq_kv, dim]
@@ -335,9 +338,17 @@ def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: in
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(scores_max, -T.infinity(accum_dtype))
-            for k in T.Pipelined(T.ceildiv(seq_kv, block_N), num_stages=num_stages):
+            loop_range = (T.min(T.ceildiv(seq_kv, block_N), T.ceildiv((bx + 1) * block_M + past_len, block_N))
+                          if is_causal else T.ceildiv(seq_kv, block_N))
+            for k in T.Pipelined(loop_range, num_stages=num_stages):
                 T.copy(K[bz, by // groups, k * block_N:(k + 1) * block_N, :], K_shared)
-                T.clear(acc_s)
+                if is_causal:
+                    for i, j in T.Parallel(block_M, block_N):
+                        q_idx = bx * block_M + i + past_len
+                        k_idx = k * block_N + j
+                        acc_s[i, j] = T.if_then_else(q_idx >= k_idx, 0, -T.infinity(acc_s.dtype))
+                else:
+                    T.clear(acc_s)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(scores_max, scores_max_prev)
                 T.fill(scores_max, -T.infinity(accum_dtype))

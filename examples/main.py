@@ -80,10 +80,11 @@ def mlp_inputs(M, D, H):
     return [x, w1, w2, torch.empty(M, D, dtype=torch.bfloat16)], hidden @ w2.float()
 
 
-def attention_inputs(B, H, HKV, S, D):
+def attention_inputs(B, H, HKV, S, D, causal=False):
     q = torch.randn(B, H, S, D, dtype=torch.bfloat16)
     k, v = (torch.randn(B, HKV, S, D, dtype=torch.bfloat16) for _ in range(2))
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=HKV != H)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=HKV != H,
+                                                           is_causal=causal)
     return [q, k, v, torch.empty_like(q)], ref
 
 
@@ -112,6 +113,9 @@ CASES = [
      lambda: mlp_inputs(256, 128, 256)),
     ("FlashAttention fwd 1x4x256x64 bf16, GQA 4:2 (TileLang example form)",
      lambda: K.flash_attention(1, 4, 256, 256, 64, kv_heads=2), lambda: attention_inputs(1, 4, 2, 256, 64)),
+    ("FlashAttention fwd causal 1x2x256x128 bf16 (TileLang example form)",
+     lambda: K.flash_attention(1, 2, 256, 256, 128, is_causal=True),
+     lambda: attention_inputs(1, 2, 2, 256, 128, causal=True)),
 ]
 
 

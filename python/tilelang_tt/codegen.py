@@ -25,7 +25,7 @@ from .errors import TTLoweringError
 from .formats import data_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
 from .names import NameSupply
-from .printer import call_text, headers, print_body
+from .printer import call_text, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
 from .transform.common import shape_vars, source_of
 from .transform.prune_program import kernel_reads
@@ -232,7 +232,8 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
         body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER,
-        scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)))
+        scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)),
+        index_tiles=any(c.op == "generate_index_tile" for c in calls(body)))
 
 
 def _render_compute(ctx: _Context, program, plan) -> str:
@@ -243,7 +244,7 @@ def _render_compute(ctx: _Context, program, plan) -> str:
         kernel=_layout_used(plan["kernels"]["compute"], kernel_reads(k.body)),
         headers=sorted(set(COMPUTE_BASE_HEADERS) | headers(k.body) | headers([k.startup])),
         cbs=_cb_decls(ctx, k.body + [k.startup]), body=print_body(k.body, ctx.cb_vars), startup=startup,
-        dst_capacity=program.dst_capacity)
+        dst_capacity=program.dst_capacity, float_bits=uses_runtime_scalars(k.body))
 
 
 def _render(ctx: _Context, program, plan) -> dict[str, str]:

@@ -157,6 +157,8 @@ CALLS: dict[str, CallSpec] = {
     "tile_regs_release": CallSpec("tile_regs_release()", "dst"),
     # Constant tiles the reader builds: the reduce scaler (1.0 in row 0 of every face, the rest 0).
     "generate_reduce_scaler": CallSpec("generate_reduce_scaler({0})", "noc"),
+    # ... and the index tiles (each element's row / column within its tile, float32) of loop variables used as values.
+    "generate_index_tile": CallSpec("generate_index_tile({0}, {1})", "noc"),
     # Start-up and data-format reconfiguration.
     "hw_startup": CallSpec("compute_kernel_hw_startup({0}, {1}, {2})", "startup",
                            "api/compute/compute_kernel_hw_startup.h"),

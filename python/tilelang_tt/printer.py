@@ -13,7 +13,7 @@ from .artifact import comment_text
 from .cexpr import cexpr
 from .errors import TTLoweringError
 from .intrinsics import CALLS
-from .ttir import CB, Call, Dst, For, Let, Lit, Tensor
+from .ttir import CB, Call, Dst, For, Let, Lit, Scalar, Tensor
 
 INDENT = "    "
 
@@ -27,6 +27,9 @@ def arg_text(a, cb_vars: dict) -> str:
         return arg_text(a.slot, cb_vars)
     if isinstance(a, Lit):
         return a.text
+    if isinstance(a, Scalar):    # an integer expression of the kernel's (uint32) variables, signed, as a float
+        value = f"static_cast<float>(static_cast<int32_t>({cexpr(a.expr)}))"
+        return f"float_bits({value})" if a.bits else value
     if isinstance(a, bool):
         return str(int(a))
     if isinstance(a, int):
@@ -69,6 +72,12 @@ def _print(body, cb_vars, level, lines, last_note):
 
 def _is_zero(e) -> bool:
     return (isinstance(e, int) and e == 0) or (isinstance(e, tirx.IntImm) and int(e.value) == 0)
+
+
+def uses_runtime_scalars(body: list) -> bool:
+    from .ttir import calls
+
+    return any(isinstance(a, Scalar) and a.bits for c in calls(body) for a in c.args)
 
 
 def headers(body: list) -> set[str]:

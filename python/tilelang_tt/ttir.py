@@ -16,6 +16,7 @@ Arguments of a call
                                     ``VReg`` (a virtual register) before
   ``Tensor(name)``                  a kernel's tensor accessor (reader / writer)
   ``Lit(text)``                     a literal printed as is (float constants, bit patterns, flags)
+  ``Scalar(expr, bits)``            a run-time value (``bx * 64 + 32 * r``) as an fp32 bit pattern or a float
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ class Tensor:
 @dataclass(frozen=True)
 class Lit:
     text: str
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A value known only at run time (``bx * 64 + past_len``, a tile's row offset): ``expr`` (a PrimExpr over
+    the kernel's variables) as an fp32 bit pattern (``bits``) or as a float."""
+    expr: object
+    bits: bool = True
 
 
 @dataclass

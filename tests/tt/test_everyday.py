@@ -152,6 +152,25 @@ def test_elementwise_math(name):
     torch.testing.assert_close(c, ref, rtol=1e-3, atol=1e-5)
 
 
+def test_loop_variables_as_values():
+    """Loop variables as values read index tiles (plus each tile's offset and the block's base at run time):
+    a lower-triangular mask of a 96x96 matrix in 32x64 blocks."""
+    @T.prim_func
+    def k(A: T.Tensor((96, 128), "float32"), C: T.Tensor((96, 128), "float32")):
+        with T.Kernel(2, 3, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 64):
+                row = by * 32 + i
+                col = bx * 64 + j
+                C[row, col] = T.if_then_else(row >= col, A[row, col], -T.infinity("float32")) + T.Cast("float32", j)
+
+    torch.manual_seed(8)
+    a, c = torch.randn(96, 128), torch.empty(96, 128)
+    run(k, "wormhole_b0", [a, c])
+    rows, cols = torch.arange(96)[:, None], torch.arange(128)[None, :]
+    ref = torch.where(rows >= cols, a, torch.tensor(float("-inf"))) + (cols % 64).float()
+    torch.testing.assert_close(c, ref, rtol=0, atol=0)
+
+
 def test_sixteen_by_sixteen_blocks():
     """Blocks smaller than a tile: each 16x16 block lives in a quarter of one tile, read and written in place."""
     @T.prim_func
@@ -218,6 +237,25 @@ FLASH = [  # (batch, heads, kv_heads, seq_q, seq_kv, dim, arch)
     (2, 4, 2, 128, 256, 128, "blackhole"),      # grouped-query attention, head dim 128
     (1, 2, 1, 64, 256, 64, "blackhole"),        # a short query block against a longer K/V
 ]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_flash_attention_causal(arch):
+    """The causal form of TileLang's example (mask from the query/key positions, blocks above the diagonal not
+    visited) against SDPA; a causal run does about half the matmul tiles of the non-causal one (exactly
+    (n + 1) / (2n) for n K/V blocks per Q block row)."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(9)
+    B, H, S, D = 1, 2, 256, 64
+    q, k, v = (torch.randn(B, H, S, D, dtype=torch.bfloat16) for _ in range(3))
+    o, o_full = torch.empty_like(q), torch.empty_like(q)
+    causal = run(K.flash_attention(B, H, S, S, D, is_causal=True), arch, [q, k, v, o], max_cores=8)
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    assert (o.float() - ref).abs().max().item() <= BF16 * ref.abs().max().item()
+    full = run(K.flash_attention(B, H, S, S, D), arch, [q, k, v, o_full], max_cores=8)
+    n = S // 64
+    assert causal.report["total"]["matmul_tiles"] * 2 * n == full.report["total"]["matmul_tiles"] * (n + 1)
 
 
 @pytest.mark.parametrize("batch,heads,kv_heads,seq_q,seq_kv,dim,arch", FLASH)

@@ -16,8 +16,9 @@ from tvm.ir import Op as TVMOp
 
 from ..errors import TTUnsupportedError
 from ..intrinsics import CALLS, UNARY_TIR_OPS
-from ..ttir import CB, Call, Dst, Lit, vreg
+from ..ttir import CB, Call, Dst, Lit, Scalar, vreg
 from .lower_to_program import _BINARY, _loads, float_bits, float_lit, loop
+from .common import const_value
 from .tensorize import is_scalar, strip_cast
 
 
@@ -126,15 +127,36 @@ class _Eval:
         c = 0 if kind in ("cols", "scalar") else self.c
         return self.lw.queue_pos(name, r, c)
 
-    def fill(self, out, value: float) -> Dst:
+    def fill(self, out, s) -> Dst:
         v = vreg()
-        self.unary(out, "fill_tile", v, float_lit(value))
+        value = const_value(s)
+        self.unary(out, "fill_tile", v, float_lit(value) if value is not None else Scalar(self.runtime(s), bits=False))
         return v
+
+    def runtime(self, s):
+        """A run-time scalar as an integer expression of the kernel's (renamed) variables."""
+        return self.lw.expr(strip_cast(s))
+
+    def bits(self, s):
+        """A scalar operand of an SFPU op: its fp32 bits, written out or computed at run time."""
+        value = const_value(s)
+        return float_bits(value) if value is not None else Scalar(self.runtime(s))
 
     def eval(self, e, out) -> Dst:
         e = strip_cast(e)
         if is_scalar(e):
-            return self.fill(out, float(e.value))
+            return self.fill(out, e)
+        if isinstance(e, tirx.BufferLoad) and str(self.lw.cbs[e.buffer.name].get("constant", "")).startswith("index"):
+            # a loop variable as a value: the index tile plus this tile's offset (32 per tile row / column)
+            axis = int(self.lw.cbs[e.buffer.name]["constant"][-1])
+            cb, v = CB(e.buffer.name), vreg()
+            self.call(out, "reconfig_data_format_srca", cb)
+            self.call(out, "copy_init", cb)
+            self.call(out, "copy_tile", cb, 0, v)
+            offset = (self.r, self.c)[axis]
+            if not (isinstance(offset, (int, tirx.IntImm)) and int(offset) == 0):
+                self.unary(out, "add_unary_tile", v, Scalar(offset * 32))
+            return v
         if isinstance(e, tirx.BufferLoad):
             name = e.buffer.name
             cb = CB(name)
@@ -214,10 +236,10 @@ class _Eval:
         if is_scalar(a) or is_scalar(b):
             x, s = (b, a) if is_scalar(a) else (a, b)
             v = self.eval(x, out)
-            if op == "max" and float(s.value) == 0.0:
+            if op == "max" and const_value(s) == 0.0:
                 self.unary(out, "relu_tile", v)
             else:
-                self.unary(out, f"unary_{op}_tile", v, float_bits(float(s.value)))
+                self.unary(out, f"unary_{op}_tile", v, self.bits(s))
             return v
         va, vb = self.eval(a, out), self.eval(b, out)
         self.call(out, f"binary_{op}_tile_init")
@@ -233,7 +255,7 @@ class _Eval:
             if is_scalar(a):        # s < x  <=>  x > s
                 a, b, cmp = b, a, _FLIP[cmp]
             v = self.eval(a, out)
-            self.unary(out, f"unary_{cmp}_tile", v, float_bits(float(b.value)))
+            self.unary(out, f"unary_{cmp}_tile", v, self.bits(b))
             return v
         va, vb = self.eval(a, out), self.eval(b, out)
         self.call(out, f"{cmp}_binary_tile_init")
@@ -246,16 +268,18 @@ class _Eval:
         if is_scalar(a) or is_scalar(b):
             scalar_first = is_scalar(a)
             x, s = (b, a) if scalar_first else (a, b)
-            value = float(s.value)
+            if is_scalar(x):
+                raise TTUnsupportedError(f"an operation between two scalars `{e}`", construct=self.note,
+                                         source=self.lw.src)
             v = self.eval(x, out)
             if scalar_first and kind == "sub":
-                self.unary(out, "rsub_unary_tile", v, float_bits(value))
+                self.unary(out, "rsub_unary_tile", v, self.bits(s))
             elif scalar_first and kind == "div":      # s / x = recip(x) * s
                 self.unary(out, "recip_tile", v)
-                if value != 1.0:
-                    self.unary(out, "mul_unary_tile", v, float_bits(value))
+                if const_value(s) != 1.0:
+                    self.unary(out, "mul_unary_tile", v, self.bits(s))
             else:
-                self.unary(out, f"{kind}_unary_tile", v, float_bits(value))
+                self.unary(out, f"{kind}_unary_tile", v, self.bits(s))
             return v
         dest_read = self.dest in (getattr(a, "buffer", None) and a.buffer.name,
                                   getattr(b, "buffer", None) and b.buffer.name) and self.reads_dest

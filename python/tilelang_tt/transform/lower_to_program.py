@@ -74,10 +74,17 @@ class LowerToProgram:
         self._find_dst_frag_out(self.func.body)
         self._number(self.func.body)
         roles = self.lower(self.func.body)
-        if SCALER in self.cbs:     # built once by the reader, kept at compute's front for the whole kernel
-            cb, why = CB(SCALER), "the reduce scaler: 1.0 in row 0 of every face"
-            roles["reader"] = [Call("cb_reserve_back", (cb, 1), why), Call("generate_reduce_scaler", (cb,), why),
-                               Call("cb_push_back", (cb, 1), why)] + roles["reader"]
+        # constant tiles: built once by the reader, kept at compute's front for the whole kernel
+        constants = [(SCALER, Call("generate_reduce_scaler", (CB(SCALER),)), "the reduce scaler: 1.0 in row 0 of "
+                      "every face")] if SCALER in self.cbs else []
+        constants += [(n, Call("generate_index_tile", (CB(n), int(e["constant"][-1]))),
+                       f"each element's {('row', 'column')[int(e['constant'][-1])]} index within the tile")
+                      for n, e in self.cbs.items() if str(e.get("constant", "")).startswith("index")]
+        for name, make, why in reversed(constants):
+            cb = CB(name)
+            make.note = why
+            roles["reader"] = [Call("cb_reserve_back", (cb, 1), why), make, Call("cb_push_back", (cb, 1), why)] + \
+                roles["reader"]
             roles["compute"] = [Call("cb_wait_front", (cb, 1), why)] + roles["compute"] + \
                 [Call("cb_pop_front", (cb, 1), why)]
         kernels = {r: Kernel(r, roles[r]) for r in ("reader", "compute", "writer")}

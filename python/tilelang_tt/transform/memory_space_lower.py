@@ -242,6 +242,47 @@ class _Lowerer:
         self.alias[buf.name] = new
         return new
 
+    def index_values(self, value, dst_dims, vars_, what):
+        """A loop variable used as a value (a causal mask's ``q_idx = bx * 64 + i``) reads a constant index tile
+        (each element's row or column within its tile; the tile's own offset is added per tile). Indices of
+        buffer accesses are left alone."""
+        axis_of = [(v, k) for k, (v, _) in enumerate(dst_dims) if v is not None]
+        used = [v for v in _vars_of(transform(tirx.Evaluate(value), lambda n: tirx.const(0, n.dtype),
+                                              ["tirx.BufferLoad"]).value) if any(v.same_as(lv) for lv in vars_)]
+        if not used:
+            return value
+        subst = {}
+        for var in used:
+            axis = next((k for v, k in axis_of if v.same_as(var)), None)
+            if axis is None or self.placements.get(self._store_target, (None, None))[axis] is not None:
+                raise TTUnsupportedError(f"loop variable {var.name} used as a value in a block smaller than a tile"
+                                         if axis is not None else f"loop variable {var.name} used as a value but "
+                                         "not indexing the store", construct=what, source=self.src,
+                                         fix="use blocks of whole tiles where loop variables are values")
+            subst[var] = tirx.Cast(var.dtype, tirx.BufferLoad(self.index_tile(axis), [tirx.IntImm("int32", 0)] * 2))
+        errors = []
+
+        def pre(node):
+            return node if isinstance(node, tirx.BufferLoad) else None     # keep access indices as they are
+
+        def post(node):
+            for var, repl in subst.items():
+                if node.same_as(var):
+                    return repl
+            return None
+
+        out = tirx.stmt_functor.ir_transform(tirx.Evaluate(value), pre, post, ["tirx.Var", "tirx.BufferLoad"]).value
+        if errors:
+            raise errors[0]
+        return out
+
+    def index_tile(self, axis: int) -> tirx.Buffer:
+        name = INDEX_TILES[axis]
+        if name not in self.cbs:
+            buf = tirx.decl_buffer((TILE, TILE), "float32", name, scope=SCOPE_SHARED)
+            self.cbs[name] = CBInfo(buf, producer={"reader"}, consumer={"compute"}, stages=1)
+        return self.cbs[name].buffer
+
     def check_aligned(self, dst: str, loaded: list, what: str):
         """Element-wise operands that are smaller than a tile must sit where the destination sits in its tile
         (or be one row / column at the tile's start, which the FPU broadcasts)."""
@@ -372,6 +413,7 @@ class _Lowerer:
         for acc in accesses:
             split(acc.buffer, acc.indices)      # indirect indexing is refused before anything is rewritten
         dst_dims = split(store.buffer, store.indices)
+        self._store_target = self.current(store.buffer).name if not is_global(store.buffer) else ""
         shape = tuple(extent[v] if v is not None else 1 for v, _ in dst_dims)
         for v in vars_:
             if extent[v] > 1 and not any(d is v for d, _ in dst_dims):
@@ -431,13 +473,8 @@ class _Lowerer:
                 return tirx.BufferLoad(buf, idx)
             return None
 
-        bare = transform(tirx.Evaluate(store.value), lambda n: tirx.const(0, n.dtype), ["tirx.BufferLoad"])
-        for v in _vars_of(bare.value):
-            if any(v.same_as(lv) for lv in vars_):
-                raise TTUnsupportedError(f"loop variable {v.name} used as a value", construct=what,
-                                         source=self.src, fix="TT tiles have no per-element index; read a tensor "
-                                                              "holding the values instead")
         value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
+        value = self.index_values(value, dst_dims, vars_, what)
         value = fold_constants(tirx.stmt_functor.substitute(value, self.scalars))
         dst = operand(store.buffer, store.indices, True)
         for name in loaded:     # a broadcast operand says nothing about where the destination sits
@@ -644,6 +681,7 @@ class _Lowerer:
             table[name] = {"index": index, "role": role, "producer": sorted(info.producer), "shape": [rows_e, cols_e],
                            "consumer": sorted(info.consumer), "dtype": str(buf.dtype), "format": fmt.name,
                            "tile_offset": self._tile_offset(name),
+                           **({"constant": f"index{INDEX_TILES.index(name)}"} if name in INDEX_TILES else {}),
                            "page_size": fmt.tile_bytes, "block_tiles": block_tiles, "shape_tiles": [rows, cols],
                            "depth_blocks": depth, "num_pages": depth * block_tiles,
                            "bytes": depth * block_tiles * fmt.tile_bytes}
@@ -656,6 +694,7 @@ class _Lowerer:
 
 
 REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}
+INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
 
 def fold_constants(expr):
     """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``, ``-T.infinity("float")``)

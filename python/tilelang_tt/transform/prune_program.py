@@ -12,10 +12,13 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from ..ttir import Call, Dst, For, Let, Program
+from ..ttir import Call, Dst, For, Let, Program, Scalar
 
 
 def _vars(e, out: set):
+    if isinstance(e, Scalar):
+        _vars(e.expr, out)
+        return
     if isinstance(e, Dst):
         e = e.slot
     if isinstance(e, tirx.PrimExpr):

@@ -67,7 +67,15 @@ def strip_cast(e):
 
 
 def is_scalar(e) -> bool:
-    return isinstance(strip_cast(e), (tirx.FloatImm, tirx.IntImm))
+    """True for a value the same for every element: a constant, or an integer expression of the kernel's
+    variables (``bx * 64 + past_len``), known at run time."""
+    e = strip_cast(e)
+    if isinstance(e, (tirx.FloatImm, tirx.IntImm)):
+        return True
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
+                                       if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
+    return not found and not e.dtype.startswith(("float", "bfloat"))
 
 
 class _Tensorizer:
@@ -115,7 +123,7 @@ class _Tensorizer:
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
                                          source=self.src, fix="TT tiles compute with float arithmetic, comparisons "
                                                               "and selects")
-            elif isinstance(node, tirx.Var):
+            elif isinstance(node, tirx.Var) and node.dtype.startswith(("float", "bfloat")):
                 raise TTUnsupportedError(f"scalar kernel parameter {node.name} in an elementwise body",
                                          construct=what, source=self.src,
                                          fix="pass the value as a constant (a Python number) or as a 1-element tensor")
