@@ -54,6 +54,7 @@ def main(argv=None) -> int:
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input tensor")
     run.add_argument("--seed", type=int, default=None, help="seeded random normal values for inputs not given")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="a symbolic dimension")
+    run.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar kernel parameter")
     run.add_argument("--out", required=True, type=Path, help="directory for NAME.npy outputs and report.json")
     run.add_argument("--no-strict", dest="strict", action="store_false",
                      help="ask the emulator for its lenient mode (strict is the default)")
@@ -154,7 +155,8 @@ def _run(args) -> int:
 
     try:
         outcome = run_artifact(args.artifact, args.out, _pairs(args.input, "--input"), seed=args.seed,
-                               dims=_pairs(args.dim, "--dim"), strict=args.strict)
+                               dims=_pairs(args.dim, "--dim"), strict=args.strict,
+                               scalars=_pairs(args.scalar, "--scalar"))
     except TTError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

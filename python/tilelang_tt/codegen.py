@@ -94,6 +94,9 @@ class _Context:
         self.cb_vars = {n: self.names.fresh(f"cb_{n}") for n in sorted(self.cbs, key=lambda n: self.cbs[n]["index"])}
         self.shape_vars = [self.names.var(v) for v in shape_vars(func)]
         self.rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
+        # scalar kernel parameters (alpha: T.float32): runtime args of every kernel, float32 as its bit pattern
+        self.scalars = [(i, self.names.var(p), str(p.dtype)) for i, p in enumerate(func.params)
+                        if p not in func.buffer_map and p.name not in self.rt_names]
         self.grid = [_dim(g) for g in func.attrs[attrs.GRID]]
         self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
 
@@ -138,13 +141,15 @@ def _kernel_specs(ctx: _Context, program) -> dict:
         layout = [{"name": f"{t}_addr", "kind": "buffer_address", "buffer": t} for t in names]
         layout += [{"name": n, "kind": "schedule"} for n in ctx.rt_names]
         layout += [{"name": n, "kind": "shape"} for n in shape_names]
+        layout += [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]
         kernels[role] = {"file": KERNEL_FILES[role], "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
                          "compile_args": [{"tensor_accessor": t} for t in names], "runtime_args": {"layout": layout}}
     kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": ctx.math_fidelity,
                           "fp32_dest_acc_en": ctx.fp32_acc, "compile_args": [],
                           "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in ctx.rt_names] +
-                                                      [{"name": n, "kind": "shape"} for n in shape_names]}}
+                                                      [{"name": n, "kind": "shape"} for n in shape_names] +
+                                                      [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]}}
     return kernels
 
 
@@ -195,6 +200,7 @@ def _plan(ctx: _Context, program) -> dict:
         "grid": ctx.grid, "policy": sched["policy"], "order": sched["order"], "schedule": sched,
         "core_ranges": _plain(ctx.func.attrs[attrs.CORE_RANGES]), "runtime_args": ctx.rt_names,
         "shape_args": [v.name for v in ctx.shape_vars], "mapping": _plain(schedule["mapping"]),
+        "scalar_args": [{"name": v.name, "param_index": i, "dtype": d} for i, v, d in ctx.scalars],
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
     }

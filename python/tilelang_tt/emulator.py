@@ -157,6 +157,15 @@ def _store(target, raw: np.ndarray, fmt: str) -> None:
     np.copyto(target, raw.reshape(target.shape).astype(target.dtype))
 
 
+def _scalar_bits(value, dtype: str) -> int:
+    """A scalar kernel argument as the uint32 the kernels receive (float32: its bit pattern)."""
+    import struct
+
+    if dtype == "float32":
+        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+    return int(value) & 0xFFFFFFFF
+
+
 def _eval_dim(d, shapes: dict[str, int]) -> int:
     """A plan dimension: an int, a symbolic dimension's name, or a C++ product/sum of them (a folded view)."""
     if isinstance(d, int):
@@ -232,6 +241,9 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         if shapes:
             (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))
+        if plan.get("scalar_args"):
+            (data_dir / "scalars.txt").write_text("".join(
+                f"{a['name']} {_scalar_bits(tensors[a['param_index']], a['dtype'])}\n" for a in plan["scalar_args"]))
         report_path = data_dir / "report.json"
         env = dict(os.environ)
         if chosen == "sim":

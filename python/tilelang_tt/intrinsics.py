@@ -245,6 +245,8 @@ CALLS: dict[str, CallSpec] = {
     # Fill DST[{0}] with a constant.
     "fill_tile_init": CallSpec("fill_tile_init()", "init", "api/compute/eltwise_unary/fill.h", "sfpu"),
     "fill_tile": CallSpec("fill_tile({0}, {1})", "op", "api/compute/eltwise_unary/fill.h", "sfpu", "fill_tile_init"),
+    "fill_tile_bitcast": CallSpec("fill_tile_bitcast({0}, {1})", "op", "api/compute/eltwise_unary/fill.h", "sfpu",
+                                  "fill_tile_init"),
 }
 
 

@@ -27,6 +27,8 @@ def arg_text(a, cb_vars: dict) -> str:
         return arg_text(a.slot, cb_vars)
     if isinstance(a, Lit):
         return a.text
+    if isinstance(a, Scalar) and a.raw:
+        return cexpr(a.expr)
     if isinstance(a, Scalar):    # an integer expression of the kernel's (uint32) variables, signed, as a float
         value = f"static_cast<float>(static_cast<int32_t>({cexpr(a.expr)}))"
         return f"float_bits({value})" if a.bits else value
@@ -77,7 +79,7 @@ def _is_zero(e) -> bool:
 def uses_runtime_scalars(body: list) -> bool:
     from .ttir import calls
 
-    return any(isinstance(a, Scalar) and a.bits for c in calls(body) for a in c.args)
+    return any(isinstance(a, Scalar) and a.bits and not a.raw for c in calls(body) for a in c.args)
 
 
 def headers(body: list) -> set[str]:

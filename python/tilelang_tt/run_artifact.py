@@ -78,6 +78,21 @@ def _load_npy(name: str, file: str) -> np.ndarray:
     return array
 
 
+def prepare_scalars(plan: dict, scalars: dict[str, str]) -> dict[int, float | int]:
+    """The scalar kernel parameters (``--scalar NAME=VALUE``) by parameter index."""
+    out = {}
+    for a in plan.get("scalar_args", []):
+        if a["name"] not in scalars:
+            raise RunInputError(f"no value for the scalar parameter {a['name']} ({a['dtype']})",
+                                construct="tilelang-tt run", fix=f"pass --scalar {a['name']}=VALUE")
+        try:
+            out[a["param_index"]] = (float if a["dtype"].startswith("float") else int)(scalars[a["name"]])
+        except ValueError:
+            raise RunInputError(f"--scalar {a['name']}={scalars[a['name']]} is not a {a['dtype']}",
+                                construct="tilelang-tt run") from None
+    return out
+
+
 def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: dict[str, str]):
     """(tensors by parameter index, where each input came from, the arrays of the inputs)."""
     buffers = {b["name"]: b for b in plan["buffers"]}
@@ -136,7 +151,8 @@ def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: di
 
 
 def run_artifact(artifact: Path, out: Path, files: dict[str, str], seed: int | None = None,
-                 dims: dict[str, str] | None = None, strict: bool = True) -> Outcome:
+                 dims: dict[str, str] | None = None, strict: bool = True,
+                 scalars: dict[str, str] | None = None) -> Outcome:
     """Run ``artifact`` on tt-sim and write outputs, inputs and ``report.json`` into ``out``."""
     import os
 
@@ -145,6 +161,7 @@ def run_artifact(artifact: Path, out: Path, files: dict[str, str], seed: int | N
     artifact = Path(artifact).resolve()   # the host program runs with the artifact as its working directory
     plan = load_plan(artifact)
     tensors, sources, used = prepare_inputs(plan, files, seed, dims or {})
+    tensors.update(prepare_scalars(plan, scalars or {}))
     out = Path(out)
     (out / "inputs").mkdir(parents=True, exist_ok=True)
     for name, array in used.items():

@@ -58,6 +58,7 @@ class Scalar:
     the kernel's variables) as an fp32 bit pattern (``bits``) or as a float."""
     expr: object
     bits: bool = True
+    raw: bool = False       # expr is a uint32 variable already holding fp32 bits (a float32 kernel parameter)
 
 
 @dataclass

@@ -200,15 +200,6 @@ def dynamic_expression_dim():
     return k
 
 
-def scalar_param():
-    @T.prim_func
-    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32"), alpha: T.float32):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            for i, j in T.Parallel(32, 32):
-                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * alpha
-    return k
-
-
 def transposed_index():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
@@ -314,8 +305,6 @@ CASES = [
     ("global_to_global", global_to_global, {}, TTUnsupportedError, r"a global-to-global T.copy"),
     ("partial_window", partial_window, {}, TTUnsupportedError, r"only whole tile buffers can be copied"),
     ("scalar_store", scalar_store, {}, TTUnsupportedError, r"a scalar store outside T.Parallel"),
-    ("scalar_kernel_parameter", scalar_param, {}, TTUnsupportedError,
-     r"scalar kernel parameter alpha in an elementwise body"),
     ("transposed_index", transposed_index, {}, TTUnsupportedError, r"A\[.*\] is indexed transposed"),
     ("reduce_partial_tile", reduce_partial, {}, TTUnsupportedError,
      r"T.reduce_sum over 16 elements: a reduction runs over whole 32-element tile rows/columns"),

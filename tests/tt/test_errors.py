@@ -94,15 +94,18 @@ def test_no_grid(artifact_root):
         compile_tt(no_grid)
 
 
-def test_three_d_grid(artifact_root):
+def test_three_d_grid_is_scheduled_as_rows(artifact_root):
+    """A 3-D grid (nx, ny, nz) is scheduled as (ny * nz, nx): bz = row // ny, by = row % ny."""
     @T.prim_func
-    def grid3(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+    def grid3(A: T.Tensor((2, 64, 64), "float32"), C: T.Tensor((2, 64, 64), "float32")):
         with T.Kernel(2, 2, 2, threads=128) as (bx, by, bz):
             for i, j in T.Parallel(32, 32):
-                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j]
+                C[bz, by * 32 + i, bx * 32 + j] = A[bz, by * 32 + i, bx * 32 + j]
 
-    with pytest.raises(TTUnsupportedError, match=r"a 3-D grid \(blockIdx.z extent 2\)"):
-        compile_tt(grid3)
+    kernel = compile_tt(grid3)
+    assert kernel.plan["grid"] == [4, 2]
+    program = (kernel.artifact_dir / "tt.program.txt").read_text()
+    assert "let bz = row / 2u" in program and "let by = row % 2u" in program
 
 
 def test_thread_index_dependent_body(artifact_root):

@@ -171,6 +171,23 @@ def test_loop_variables_as_values():
     torch.testing.assert_close(c, ref, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_scalar_kernel_parameters(arch):
+    """Scalar parameters reach every kernel as runtime args (float32 as its bit pattern, used by the SFPU scalar
+    ops directly): C = max(A * alpha, beta)."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32"), alpha: T.float32, beta: T.float32):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = T.max(A[by * 32 + i, bx * 32 + j] * alpha, beta)
+
+    torch.manual_seed(10)
+    a, c = torch.randn(64, 64), torch.empty(64, 64)
+    kernel = run(k, arch, [a, c, 1.5, -0.25])
+    assert [s["name"] for s in kernel.plan["scalar_args"]] == ["alpha", "beta"]
+    torch.testing.assert_close(c, torch.clamp(a * 1.5, min=-0.25), rtol=0, atol=0)
+
+
 def test_sixteen_by_sixteen_blocks():
     """Blocks smaller than a tile: each 16x16 block lives in a quarter of one tile, read and written in place."""
     @T.prim_func

@@ -130,8 +130,16 @@ class _Eval:
     def fill(self, out, s) -> Dst:
         v = vreg()
         value = const_value(s)
+        if value is None and self.float_param(s):
+            self.unary(out, "fill_tile_bitcast", v, Scalar(self.lw.expr(strip_cast(s)), raw=True))
+            return v
         self.unary(out, "fill_tile", v, float_lit(value) if value is not None else Scalar(self.runtime(s), bits=False))
         return v
+
+    @staticmethod
+    def float_param(s) -> bool:
+        s = strip_cast(s)
+        return isinstance(s, tirx.Var) and s.dtype.startswith("float")
 
     def runtime(self, s):
         """A run-time scalar as an integer expression of the kernel's (renamed) variables."""
@@ -140,6 +148,8 @@ class _Eval:
     def bits(self, s):
         """A scalar operand of an SFPU op: its fp32 bits, written out or computed at run time."""
         value = const_value(s)
+        if value is None and self.float_param(s):     # a float32 kernel parameter arrives as its bits
+            return Scalar(self.lw.expr(strip_cast(s)), raw=True)
         return float_bits(value) if value is not None else Scalar(self.runtime(s))
 
     def eval(self, e, out) -> Dst:

@@ -75,7 +75,7 @@ def is_scalar(e) -> bool:
     found = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
                                        if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
-    return not found and not e.dtype.startswith(("float", "bfloat"))
+    return not found and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
 
 
 class _Tensorizer:
@@ -123,7 +123,8 @@ class _Tensorizer:
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
                                          source=self.src, fix="TT tiles compute with float arithmetic, comparisons "
                                                               "and selects")
-            elif isinstance(node, tirx.Var) and node.dtype.startswith(("float", "bfloat")):
+            elif isinstance(node, tirx.Var) and node.dtype.startswith(("float", "bfloat")) and \
+                    not any(node.same_as(p) for p in self.func.params):
                 raise TTUnsupportedError(f"scalar kernel parameter {node.name} in an elementwise body",
                                          construct=what, source=self.src,
                                          fix="pass the value as a constant (a Python number) or as a 1-element tensor")
