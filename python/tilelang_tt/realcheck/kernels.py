@@ -84,6 +84,28 @@ def _cxx_prefix() -> list[str]:
             "-Wno-attributes=gnu::rvtt_l1_ptr", "-Wno-attributes=gnu::rvtt_reg_ptr"]
 
 
+def gcc12_overlay(llk: str) -> Path:
+    """Headers the check's GCC 12 cannot parse, rewritten without changing their meaning, searched first.
+
+    ``sfpu/ckernel_sfpu_fill.h`` ends an ``if constexpr`` chain in a template with ``static_assert(false, ...)``:
+    accepted by the SDK's SFPI toolchain (GCC >= 13, P2593) but rejected by GCC 12 at the template's definition,
+    so any kernel including ``fill.h`` would fail the check. The copy makes the assertion value-dependent
+    (``INSTRUCTION_MODE != INSTRUCTION_MODE``): still false whenever that branch is instantiated."""
+    out = cache_root() / f"gcc12_overlay-0.81.1-{llk}"
+    target = out / "sfpu" / "ckernel_sfpu_fill.h"
+    if not target.is_file():
+        source = headers_dir() / "tt_metal" / "tt-llk" / f"tt_llk_{llk}" / "common" / "inc" / "sfpu" / "ckernel_sfpu_fill.h"
+        text = source.read_text()
+        patched = text.replace('static_assert(false, "INSTRUCTION_MODE', 'static_assert(INSTRUCTION_MODE != '
+                                                                        'INSTRUCTION_MODE, "INSTRUCTION_MODE')
+        for name in ("ckernel_sfpu_converter.h", "ckernel_sfpu_load_config.h"):   # its siblings, from the SDK
+            patched = patched.replace(f'#include "{name}"', f'#include "{source.parent / name}"')
+        with staged_directory(out) as tmp:
+            (tmp / "sfpu").mkdir(parents=True)
+            (tmp / "sfpu" / "ckernel_sfpu_fill.h").write_text(patched)
+    return out
+
+
 def sfpi_stub_dir() -> Path:
     out = cache_root() / "sfpi_stub-0.81.1-v2"
     if not (out / "sfpi.h").is_file():
@@ -136,7 +158,8 @@ def units(plan: dict, artifact: Path, work: Path) -> list[tuple[str, str, Path, 
         if compute:
             sfpi = sfpi_stub_dir()
             for t, name in ((0, "UNPACK"), (1, "MATH"), (2, "PACK")):
-                argv = ["-fsyntax-only", "-O3", *COMMON, *WARN, *base_inc, f"-I{sfpi}", *hal_inc,
+                argv = ["-fsyntax-only", "-O3", *COMMON, *WARN, *base_inc, f"-I{sfpi}",
+                        f"-I{gcc12_overlay(arch['llk'])}", *hal_inc,
                         f"-I{tm}/hw/ckernels/{arch['llk']}/metal/llk_api",
                         f"-I{tm}/hw/ckernels/{arch['llk']}/metal/llk_api/llk_sfpu", f"-I{fw}", str(fw / "trisck.cc"),
                         *common_defs, f"-DPROCESSOR_INDEX={t + 2}", "-DPROGRAMMABLE_CORE_TYPE=0",
