@@ -188,6 +188,20 @@ def test_scalar_kernel_parameters(arch):
     torch.testing.assert_close(c, torch.clamp(a * 1.5, min=-0.25), rtol=0, atol=0)
 
 
+def test_transposed_indexing():
+    """X[j, i] in a nest storing [i, j]: the block is read as it lies and transposed tile by tile on chip."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 96), "float32"), B: T.Tensor((96, 64), "float32"), C: T.Tensor((96, 64), "float32")):
+        with T.Kernel(1, 3, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 64):
+                C[by * 32 + i, bx * 64 + j] = A[bx * 64 + j, by * 32 + i] * 2.0 + B[by * 32 + i, bx * 64 + j]
+
+    torch.manual_seed(11)
+    a, b, c = torch.randn(64, 96), torch.randn(96, 64), torch.empty(96, 64)
+    run(k, "blackhole", [a, b, c])
+    torch.testing.assert_close(c, a.T * 2 + b, rtol=0, atol=0)
+
+
 def test_sixteen_by_sixteen_blocks():
     """Blocks smaller than a tile: each 16x16 block lives in a quarter of one tile, read and written in place."""
     @T.prim_func

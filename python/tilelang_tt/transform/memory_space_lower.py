@@ -39,7 +39,7 @@ from .common import (TILE, Region, UnsupportedOps, const_value, transform, TileO
 
 SCOPE_SHARED = "shared.dyn"
 SCOPE_FRAGMENT = "local.fragment"
-_ROLE_BASE = {"input": 0, "output": 16, "intermediate": 24}
+_ROLE_BASE = {"input": 0, "output": 16, "intermediate": 24, "scratch": 24}
 
 
 @dataclass
@@ -79,6 +79,7 @@ class _Lowerer:
         self.placements: dict[str, tuple] = {}        # CB name -> (row_off | None, col_off | None) in its tiles
         self.events: list[tuple[str, str]] = []       # (buffer, "def" by the reader | "use"), in program order
         self.scalars: dict = {}                       # let-bound float constants
+        self.scratch: set[str] = set()                # compute scratch CBs (transposed operands)
 
     # -- buffers ---------------------------------------------------------------------------------------
     def tensor_index(self, buf: tirx.Buffer) -> int:
@@ -423,6 +424,9 @@ class _Lowerer:
 
         def operand(buf, indices, is_store):
             dims = split(buf, indices)
+            if not is_store and dims[0][0] is not None and dims[1][0] is not None and \
+                    dims[0][0] is dst_dims[1][0] and dims[1][0] is dst_dims[0][0]:
+                return transposed(buf, indices, dims)
             for k, (v, _) in enumerate(dims):
                 if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
                     raise TTUnsupportedError(
@@ -463,6 +467,49 @@ class _Lowerer:
             staged[key] = tile
             return tile
 
+        def transposed(buf, indices, dims):
+            """``X[j, i]`` in a nest storing ``[i, j]``: the block is read as it lies, then transposed tile by
+            tile (``transpose_tile``) into a compute scratch CB that the body reads in its own order."""
+            window = (extent[dims[0][0]], extent[dims[1][0]])
+            if window[0] % TILE or window[1] % TILE:
+                raise TTUnsupportedError(f"{buf.name}{list(indices)} is indexed transposed over a block smaller "
+                                         "than whole tiles", construct=what, source=self.src,
+                                         fix="transpose blocks whose extents are multiples of 32")
+            if is_global(buf):
+                source = stage_read(buf, dims, window)
+            else:
+                source = self.current(buf)
+                if static_shape(source, self.src) != window or not all(self.analyzer.can_prove(o == 0)
+                                                                       for _, o in dims):
+                    raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape",
+                                             construct=what, source=self.src)
+                self.cb(source).consumer.add("compute")
+            key = f"T:{source.name}"
+            if key in staged:
+                return staged[key]
+            scratch = self.staging_buffer(source, window[1], window[0], "T", scope=SCOPE_FRAGMENT)
+            self.cbs[scratch.name].producer.add("compute")
+            self.cbs[scratch.name].consumer.add("compute")
+            self.scratch.add(scratch.name)
+            before.append(call(TTOps.transpose, self.cb_index_placeholder(source),
+                               self.cb_index_placeholder(scratch), note=note))
+            staged[key] = scratch
+            return scratch
+
+        def stage_read(buf, dims, window):
+            key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:False"
+            if key in staged:
+                return staged[key]
+            region = Region(buf, (dims[0][1], dims[1][1]), window, 1)
+            r, c0, rows, cols, win = self.tile_coords(region, what)
+            tile = self.staging_buffer(buf, window[0], window[1], "tile")
+            self.cbs[tile.name].producer.add("reader")
+            self.cbs[tile.name].consumer.add("compute")
+            before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), self.tensor_index(buf), r, c0,
+                               rows, cols, *win, note=note))
+            staged[key] = tile
+            return tile
+
         loaded = []
 
         def post(node):
@@ -470,6 +517,8 @@ class _Lowerer:
                 buf = operand(node.buffer, node.indices, False)
                 loaded.append(buf.name)
                 idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in split(node.buffer, node.indices)]
+                if buf.name in self.scratch:       # a transposed operand is read in the store's order
+                    idx = idx[::-1]
                 return tirx.BufferLoad(buf, idx)
             return None
 
@@ -667,7 +716,9 @@ class _Lowerer:
                                          construct=name, source=self.src, fix="store from a separate buffer")
             if not info.producer and not info.consumer:
                 continue  # allocated but unused
-            if "reader" in info.producer:
+            if name in self.scratch:
+                role, depth = "scratch", 1
+            elif "reader" in info.producer:
                 role, depth = "input", info.stages
             elif str(buf.scope()) == SCOPE_FRAGMENT or info.producer == {"compute"} and info.consumer <= {"compute"}:
                 role, depth = "intermediate", 1
@@ -723,7 +774,7 @@ def _resolve_names(stmt, table):
     def post(node):
         if isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")).startswith("tilelang_tt."):
             args = list(node.args)
-            positions = (0, 1) if node.op.same_as(TTOps.reduce) else (0,)
+            positions = (0, 1) if node.op.same_as(TTOps.reduce) or node.op.same_as(TTOps.transpose) else (0,)
             if any(isinstance(args[i], tirx.StringImm) for i in positions):
                 for i in positions:
                     args[i] = tirx.IntImm("int32", table[args[i].value]["index"])
