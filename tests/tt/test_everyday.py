@@ -202,6 +202,23 @@ def test_transposed_indexing():
     torch.testing.assert_close(c, a.T * 2 + b, rtol=0, atol=0)
 
 
+def test_copy_between_tensor_and_fragment():
+    """T.copy from a tensor straight into a fragment (and back), updated in place in between."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_f = T.alloc_fragment((32, 32), "bfloat16")
+            T.copy(A[by * 32, bx * 32], A_f)
+            for i, j in T.Parallel(32, 32):
+                A_f[i, j] = A_f[i, j] * 2.0
+            T.copy(A_f, C[by * 32, bx * 32])
+
+    torch.manual_seed(12)
+    a, c = torch.randn(64, 64, dtype=torch.bfloat16), torch.empty(64, 64, dtype=torch.bfloat16)
+    run(k, "wormhole_b0", [a, c])
+    torch.testing.assert_close(c, a * 2, rtol=0, atol=0)
+
+
 def test_sixteen_by_sixteen_blocks():
     """Blocks smaller than a tile: each 16x16 block lives in a quarter of one tile, read and written in place."""
     @T.prim_func
