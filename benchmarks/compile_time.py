@@ -37,80 +37,17 @@ def _elementwise():
     return K.elementwise_add(1024, 1024, "float32")
 
 
-def _softmax(M=1024, N=1024, block_M=32, dtype="float32"):
-    import tilelang.language as T
+def _softmax():
+    from examples import kernels as K
 
-    @T.prim_func
-    def softmax(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
-            x = T.alloc_shared((block_M, N), dtype)
-            xf = T.alloc_fragment((block_M, N), "float32")
-            row_max = T.alloc_fragment((block_M,), "float32")
-            row_sum = T.alloc_fragment((block_M,), "float32")
-            T.copy(X[bx * block_M, 0], x)
-            T.copy(x, xf)
-            T.reduce_max(xf, row_max, dim=1, clear=True)
-            for i, j in T.Parallel(block_M, N):
-                xf[i, j] = T.exp(xf[i, j] - row_max[i])
-            T.reduce_sum(xf, row_sum, dim=1)
-            for i, j in T.Parallel(block_M, N):
-                xf[i, j] = xf[i, j] / row_sum[i]
-            T.copy(xf, Y[bx * block_M, 0])
-
-    return softmax
+    return K.softmax(1024, 1024, 32, "float32")
 
 
-def _attention(seq=1024, dim=64, block_M=64, block_N=64, dtype="float16"):
-    """FlashAttention forward (one head), in the form of TileLang's example_mha_fwd."""
-    import tilelang.language as T
+def _attention():
+    """FlashAttention forward in the form of TileLang's example_mha_fwd_bhsd.py (one head)."""
+    from examples import kernels as K
 
-    scale = (1.0 / dim) ** 0.5 * 1.44269504   # log2(e)
-    accum = "float32"
-
-    @T.prim_func
-    def attention(Q: T.Tensor((seq, dim), dtype), K: T.Tensor((seq, dim), dtype), V: T.Tensor((seq, dim), dtype),
-                  O: T.Tensor((seq, dim), dtype)):
-        with T.Kernel(T.ceildiv(seq, block_M), threads=128) as bx:
-            Q_s = T.alloc_shared((block_M, dim), dtype)
-            K_s = T.alloc_shared((block_N, dim), dtype)
-            V_s = T.alloc_shared((block_N, dim), dtype)
-            acc_s = T.alloc_fragment((block_M, block_N), accum)
-            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
-            acc_o = T.alloc_fragment((block_M, dim), accum)
-            m = T.alloc_fragment((block_M,), accum)
-            m_prev = T.alloc_fragment((block_M,), accum)
-            rescale = T.alloc_fragment((block_M,), accum)
-            row_sum = T.alloc_fragment((block_M,), accum)
-            logsum = T.alloc_fragment((block_M,), accum)
-            T.copy(Q[bx * block_M, 0], Q_s)
-            T.fill(acc_o, 0)
-            T.fill(logsum, 0)
-            T.fill(m, -T.infinity(accum))
-            for k in T.Pipelined(T.ceildiv(seq, block_N), num_stages=1):
-                T.copy(K[k * block_N, 0], K_s)
-                T.clear(acc_s)
-                T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(m, m_prev)
-                T.reduce_max(acc_s, m, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    m[i] = T.max(m[i], m_prev[i])
-                for i in T.Parallel(block_M):
-                    rescale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= rescale[i]
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
-                T.copy(acc_s, acc_s_cast)
-                T.copy(V[k * block_N, 0], V_s)
-                T.gemm(acc_s_cast, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
-                T.reduce_sum(acc_s, row_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    logsum[i] = logsum[i] * rescale[i] + row_sum[i]
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] /= logsum[i]
-            T.copy(acc_o, O[bx * block_M, 0])
-
-    return attention
+    return K.flash_attention(1, 1, 1024, 1024, 64, dtype="float16")
 
 
 CASES = {

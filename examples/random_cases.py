@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import tilelang.language as T
 import torch
 
+from examples import kernels as K
+
 POLICIES = [None, dict(policy="strided"), dict(policy="rect"), dict(policy="contiguous", order="block_linear(2)")]
 
 
@@ -119,35 +121,6 @@ def epilogue(M, N, K_, bm, bn, bk, dtype, schedule):
     return epi
 
 
-def chained(M, D, H, bm, dtype, schedule):
-    """Y = relu(X W1) W2 with the hidden block kept on chip."""
-
-    @T.prim_func
-    def mlp(X: T.Tensor((M, D), dtype), W1: T.Tensor((D, H), dtype), W2: T.Tensor((H, D), dtype),
-            Y: T.Tensor((M, D), dtype)):
-        with T.Kernel(T.ceildiv(M, bm), threads=128) as by:
-            X_s = T.alloc_shared((bm, D), dtype)
-            W1_s = T.alloc_shared((D, H), dtype)
-            W2_s = T.alloc_shared((H, D), dtype)
-            H_l = T.alloc_fragment((bm, H), "float32")
-            H_c = T.alloc_fragment((bm, H), dtype)
-            Y_l = T.alloc_fragment((bm, D), "float32")
-            if schedule is not None:
-                T.annotate_tt_schedule(**schedule)
-            T.copy(X[by * bm, 0], X_s)
-            T.copy(W1, W1_s)
-            T.copy(W2, W2_s)
-            T.clear(H_l)
-            T.gemm(X_s, W1_s, H_l)
-            for i, j in T.Parallel(bm, H):
-                H_c[i, j] = T.max(H_l[i, j], 0.0)
-            T.clear(Y_l)
-            T.gemm(H_c, W2_s, Y_l)
-            T.copy(Y_l, Y[by * bm, 0])
-
-    return mlp
-
-
 def make_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed)
     sizes = [1, 7, 32, 33, 64, 75, 96, 100, 128, 160, 168, 200]
@@ -188,8 +161,8 @@ def build(case: Case):
         return rowwise(*case.shape, case.block[0], case.dtype, case.schedule, case.op)
     if case.kind == "epilogue":
         return epilogue(*case.shape, *case.block, case.dtype, case.schedule)
-    if case.kind == "chained":
-        return chained(*case.shape, case.block[0], case.dtype, case.schedule)
+    if case.kind == "chained":     # the two-layer MLP of examples/kernels.py (hidden activation kept on chip)
+        return K.mlp(*case.shape, case.block[0], case.dtype)
     return eltwise(*case.shape, *case.block, case.dtype, case.schedule, case.op)
 
 
