@@ -4,22 +4,27 @@ In:  a PrimFunc after TilePadTT: the persistent loop around the ``"tilelang_root
      ``alloc_shared`` (scope ``shared.dyn``) and ``alloc_fragment`` (``local.fragment``) buffers and
      ``tl.tileop.copy`` / ``fill`` / ``gemm`` calls and ``T.Parallel`` nests are the frontend's.
 Out: the block is dissolved; every tile buffer has a CB; and
-     * ``T.copy(global -> tile buffer)``  -> ``tilelang_tt.read_block`` (reader kernel),
+     * ``T.copy(global -> tile buffer)``  -> ``tilelang_tt.read_block`` (reader kernel; a block smaller than a
+       tile carries its window in the tile, and its place is tracked per CB: ``tile_offset``),
      * ``T.copy(tile buffer -> global)``  -> ``tilelang_tt.write_block`` (writer kernel), preceded by an
        ``eltwise`` copy into a synthesized output CB when the source is a fragment,
      * ``T.copy(tile buffer -> tile buffer)`` -> ``tilelang_tt.eltwise`` (an identity in DST),
-     * global tensors read or written inside a ``T.Parallel`` nest are staged through synthesized CBs with
-       ``read_block`` before / ``write_block`` after the nest, whose body then indexes tile buffers only.
-     ``fill``/``gemm``/``T.Parallel`` are left for TensorizeTT. ``T.use_swizzle`` (a GPU L2 hint) is dropped:
+     * ``T.Parallel`` nests: see ``parallel_lower.py`` (staging, transposed operands, index tiles),
+     * ``T.reduce_*`` -> ``tilelang_tt.reduce``; ``T.gemm(transpose_A=True)`` -> a ``transpose`` of the A block
+       into a scratch CB and a plain gemm,
+     * a compute write into a buffer the reader fills goes to a fresh CB (``<name>_v``) that later reads use.
+     ``fill``/``gemm`` are left for TensorizeTT. ``T.use_swizzle`` (a GPU L2 hint) is dropped:
      the schedule's ``order`` plays that role on TT.
 Attributes written: ``tt.cb`` = ``{buffer name: {index, role, producer, consumer, dtype, format, page_size,
-     block_tiles, shape_tiles, depth_blocks, num_pages, bytes}}``. Depth: ``num_stages`` of the enclosing
+     block_tiles, shape, shape_tiles, tile_offset, depth_blocks, num_pages, bytes[, constant]}}``. Depth: ``num_stages`` of the enclosing
      ``T.Pipelined`` loop for reader-filled CBs (default 2, double-buffered), 2 blocks for writer-drained
      CBs, 1 block for fragments.
 Errors (TTLoweringError / TTUnsupportedError): copies whose window is not the whole tile buffer or not
      tile aligned; a buffer filled by the reader and also written by compute, or drained by the writer and
-     also read by compute; non-affine indices in a ``T.Parallel`` body; scalar statements outside tile
-     operators; control flow the tile program cannot express; more CBs than the device has.
+     also read by compute; blocks straddling tiles or stored at another place in the tile than computed;
+     reductions along a partial tile; an in-place update the next loop iteration would read; non-affine
+     indices in a ``T.Parallel`` body; scalar statements outside tile operators; control flow the tile
+     program cannot express; more CBs than the device has.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ from ..device import DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, Region, UnsupportedOps, const_value, transform, TileOps, decode_region, describe, tilelang_text, is_global, prim_func_pass, source_of, static_shape,
-                     tile_op_call, tile_shape_2d)
+from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
+                     tile_op_call, tile_shape_2d, tilelang_text)
+from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
 
 SCOPE_SHARED = "shared.dyn"
 SCOPE_FRAGMENT = "local.fragment"
@@ -50,21 +56,7 @@ class CBInfo:
     stages: int = 2
 
 
-def _vars_of(expr) -> list:
-    found = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n) if isinstance(n, tirx.Var) else None)
-    return found
-
-
-def _affine_offset(index, var, analyzer):
-    """``index - var`` when ``index`` is ``offset + var`` with ``offset`` free of ``var``, else None."""
-    offset = analyzer.simplify(index - var)
-    free = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(offset), lambda n: free.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
-    return None if free else offset
-
-
-class _Lowerer:
+class _Lowerer(ParallelLower):
     def __init__(self, func: tirx.PrimFunc, device: DeviceProfile):
         self.func = func
         self.src = source_of(func)
@@ -243,63 +235,12 @@ class _Lowerer:
         self.alias[buf.name] = new
         return new
 
-    def index_values(self, value, dst_dims, vars_, what):
-        """A loop variable used as a value (a causal mask's ``q_idx = bx * 64 + i``) reads a constant index tile
-        (each element's row or column within its tile; the tile's own offset is added per tile). Indices of
-        buffer accesses are left alone."""
-        axis_of = [(v, k) for k, (v, _) in enumerate(dst_dims) if v is not None]
-        used = [v for v in _vars_of(transform(tirx.Evaluate(value), lambda n: tirx.const(0, n.dtype),
-                                              ["tirx.BufferLoad"]).value) if any(v.same_as(lv) for lv in vars_)]
-        if not used:
-            return value
-        subst = {}
-        for var in used:
-            axis = next((k for v, k in axis_of if v.same_as(var)), None)
-            if axis is None or self.placements.get(self._store_target, (None, None))[axis] is not None:
-                raise TTUnsupportedError(f"loop variable {var.name} used as a value in a block smaller than a tile"
-                                         if axis is not None else f"loop variable {var.name} used as a value but "
-                                         "not indexing the store", construct=what, source=self.src,
-                                         fix="use blocks of whole tiles where loop variables are values")
-            subst[var] = tirx.Cast(var.dtype, tirx.BufferLoad(self.index_tile(axis), [tirx.IntImm("int32", 0)] * 2))
-        errors = []
-
-        def pre(node):
-            return node if isinstance(node, tirx.BufferLoad) else None     # keep access indices as they are
-
-        def post(node):
-            for var, repl in subst.items():
-                if node.same_as(var):
-                    return repl
-            return None
-
-        out = tirx.stmt_functor.ir_transform(tirx.Evaluate(value), pre, post, ["tirx.Var", "tirx.BufferLoad"]).value
-        if errors:
-            raise errors[0]
-        return out
-
-    def index_tile(self, axis: int) -> tirx.Buffer:
-        name = INDEX_TILES[axis]
+    def constant_tile(self, name: str) -> tirx.Buffer:
+        """A float32 tile the reader builds once per kernel (an index tile)."""
         if name not in self.cbs:
             buf = tirx.decl_buffer((TILE, TILE), "float32", name, scope=SCOPE_SHARED)
             self.cbs[name] = CBInfo(buf, producer={"reader"}, consumer={"compute"}, stages=1)
         return self.cbs[name].buffer
-
-    def check_aligned(self, dst: str, loaded: list, what: str):
-        """Element-wise operands that are smaller than a tile must sit where the destination sits in its tile
-        (or be one row / column at the tile's start, which the FPU broadcasts)."""
-        want = self.placements.get(dst, (None, None))
-        for name in loaded:
-            have = self.placements.get(name, (None, None))
-            extent = static_shape(self.cbs[name].buffer)
-            for axis, (w, h) in enumerate(zip(want, have)):
-                if w is None or h is None or self.analyzer.can_prove(w == h):
-                    continue
-                if extent[axis] == 1 and self.analyzer.can_prove(h == 0):
-                    continue
-                raise TTUnsupportedError(
-                    f"{name} sits at {['row', 'column'][axis]} {h} of its tiles but {dst} at {w}: element-wise "
-                    "operands smaller than a tile must share their place in the tile", construct=what,
-                    source=self.src, fix="read the operands at offsets that agree modulo 32 (e.g. the same rows)")
 
     def inherit(self, dst: str, src: str):
         if src in self.placements and dst not in self.placements:
@@ -313,231 +254,6 @@ class _Lowerer:
     def cb_index_placeholder(self, buf: tirx.Buffer):
         # CB indices are assigned once all roles are known; ops carry a buffer-name string until then.
         return tirx.StringImm(buf.name)
-
-    # -- T.Parallel ------------------------------------------------------------------------------------
-    def lower_parallel(self, loop: tirx.For):
-        """A T.Parallel nest of 1 or 2 loops around element-wise stores (and ``Bind``s, inlined): each store
-        becomes its own nest over tile buffers; global tensors are staged through CBs."""
-        what = describe(loop)
-        loops, body = [], loop
-        while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
-            loops.append(body)
-            body = body.body
-        stores, env = [], {}
-
-        def collect(stmt):
-            if isinstance(stmt, tirx.SeqStmt):
-                for x in stmt.seq:
-                    collect(x)
-            elif isinstance(stmt, tirx.Bind):
-                env[stmt.var] = tirx.stmt_functor.substitute(stmt.value, env)
-            elif isinstance(stmt, tirx.BufferStore):
-                sub = tirx.stmt_functor.substitute
-                stores.append(tirx.BufferStore(stmt.buffer, sub(stmt.value, env), [sub(ix, env) for ix in stmt.indices]))
-            elif isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL and not stores and not env:
-                loops.append(stmt)
-                collect(stmt.body)
-            else:
-                found = []
-                tirx.stmt_functor.post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, tirx.Call) else None)
-                for c in found:
-                    reason = UnsupportedOps.reason(c.op) if isinstance(c.op, tvm.ir.Op) else None
-                    if reason:
-                        raise TTUnsupportedError(f"{reason} ({c.op.name}) have no TT lowering: TT cores compute "
-                                                 "whole tiles without shared atomics or lanes", construct=what,
-                                                 source=self.src, fix="express the update as a tile operation (e.g. "
-                                                                      "a reduction into a fragment)")
-                raise TTUnsupportedError(f"{type(stmt).__name__} inside T.Parallel", construct=what, source=self.src,
-                                         fix="write element-wise assignments (and let-bound values) inside T.Parallel")
-
-        collect(body)
-        calls = []
-        for st in stores:
-            tirx.stmt_functor.post_order_visit(st, lambda n: calls.append(n) if isinstance(n, tirx.Call) else None)
-        for c in calls:
-            reason = UnsupportedOps.reason(c.op) if isinstance(c.op, tvm.ir.Op) else None
-            if reason:
-                raise TTUnsupportedError(f"{reason} ({c.op.name}) have no TT lowering: TT cores compute whole "
-                                         "tiles without shared atomics or lanes", construct=what, source=self.src,
-                                         fix="express the update as a tile operation (e.g. a reduction into a fragment)")
-        if not stores or len(loops) not in (1, 2):
-            raise TTUnsupportedError("a T.Parallel nest must be 1 or 2 loops around element-wise stores",
-                                     construct=what, source=self.src, fix="write one element-wise nest per T.Parallel")
-        for lp in loops:
-            if not isinstance(lp.extent, tirx.IntImm):
-                raise TTUnsupportedError(f"T.Parallel extent {lp.extent} is not a constant", construct=what,
-                                         source=self.src, fix="use constant block sizes")
-        out = []
-        for st in stores:
-            out += self.lower_store(loops, st, what)
-        return out[0] if len(out) == 1 else tirx.SeqStmt(out)
-
-    def lower_store(self, loops, store: tirx.BufferStore, what: str) -> list:
-        note = f"T.Parallel: {tilelang_text(store)}"
-        vars_ = [lp.loop_var for lp in loops]
-        extent = {lp.loop_var: int(lp.extent) for lp in loops}
-        before, after = [], []
-        staged: dict[str, tirx.Buffer] = {}
-
-        def split(buf, indices):
-            """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
-            if len(indices) != 2:
-                raise TTLoweringError(f"{buf.name} is indexed with {len(indices)} indices after TilePadTT",
-                                      construct=what, source=self.src)
-            dims = []
-            for ix in indices:
-                loads = []
-                tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
-                if loads:
-                    raise TTUnsupportedError(
-                        f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
-                        construct=what, source=self.src,
-                        fix="TT readers move whole tiles at addresses known per block; gather rows on the host or "
-                            "restructure the kernel")
-                used = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(ix))]
-                if not used:
-                    dims.append((None, ix))
-                    continue
-                v = used[0]
-                off = _affine_offset(ix, v, self.plain)
-                if off is None:
-                    off = _affine_offset(ix, v, self.analyzer)
-                if len(used) > 1 or off is None:
-                    raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
-                                             construct=what, source=self.src,
-                                             fix="index blocks as X[base_i + i, base_j + j] inside T.Parallel")
-                dims.append((v, off))
-            return dims
-
-        accesses = [store]
-        tirx.stmt_functor.post_order_visit(store.value, lambda n: accesses.append(n) if isinstance(n, tirx.BufferLoad) else None)
-        for acc in accesses:
-            split(acc.buffer, acc.indices)      # indirect indexing is refused before anything is rewritten
-        dst_dims = split(store.buffer, store.indices)
-        self._store_target = self.current(store.buffer).name if not is_global(store.buffer) else ""
-        shape = tuple(extent[v] if v is not None else 1 for v, _ in dst_dims)
-        for v in vars_:
-            if extent[v] > 1 and not any(d is v for d, _ in dst_dims):
-                raise TTUnsupportedError(f"the store to {store.buffer.name} does not depend on loop variable {v.name}: "
-                                         "every iteration writes the same element", construct=what, source=self.src,
-                                         fix="reduce with T.reduce_sum / T.reduce_max into a 1-D fragment instead")
-
-        def operand(buf, indices, is_store):
-            dims = split(buf, indices)
-            if not is_store and dims[0][0] is not None and dims[1][0] is not None and \
-                    dims[0][0] is dst_dims[1][0] and dims[1][0] is dst_dims[0][0]:
-                return transposed(buf, indices, dims)
-            for k, (v, _) in enumerate(dims):
-                if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
-                    raise TTUnsupportedError(
-                        f"{buf.name}{list(indices)} is indexed transposed (or with a variable the store "
-                        f"{store.buffer.name} uses on another axis)", construct=what, source=self.src,
-                        fix="transpose with T.copy into a tile buffer and T.gemm(transpose_B=True), or index "
-                            "operands in the same order as the store")
-            window = tuple(extent[v] if v is not None else 1 for v, _ in dims)
-            if not is_global(buf):
-                buf = self.current(buf) if not is_store else buf
-                bshape = static_shape(buf, self.src)
-                for (v, off), n, w in zip(dims, bshape, window):
-                    if n != w or not self.analyzer.can_prove(off == 0):
-                        raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
-                                                 f"{list(bshape)} (an index i or j, or 0 for an extent of 1)",
-                                                 construct=what, source=self.src)
-                if is_store:
-                    return self.target(buf)
-                self.cb(buf).consumer.add("compute")
-                return buf
-            key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:{is_store}"
-            if key in staged:
-                return staged[key]
-            region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
-            r, c0, rows, cols, win = self.tile_coords(region, what)
-            tile = self.staging_buffer(buf, window[0], window[1], "out" if is_store else "tile")
-            info = self.cbs[tile.name]
-            self.placement(tile.name, win, what)
-            args = (self.tensor_index(buf), r, c0, rows, cols, *win)
-            if is_store:
-                info.producer.add("compute")
-                info.consumer.add("writer")
-                after.append(call(TTOps.write_block, self.cb_index_placeholder(tile), *args, note=note))
-            else:
-                info.producer.add("reader")
-                info.consumer.add("compute")
-                before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args, note=note))
-            staged[key] = tile
-            return tile
-
-        def transposed(buf, indices, dims):
-            """``X[j, i]`` in a nest storing ``[i, j]``: the block is read as it lies, then transposed tile by
-            tile (``transpose_tile``) into a compute scratch CB that the body reads in its own order."""
-            window = (extent[dims[0][0]], extent[dims[1][0]])
-            if window[0] % TILE or window[1] % TILE:
-                raise TTUnsupportedError(f"{buf.name}{list(indices)} is indexed transposed over a block smaller "
-                                         "than whole tiles", construct=what, source=self.src,
-                                         fix="transpose blocks whose extents are multiples of 32")
-            if is_global(buf):
-                source = stage_read(buf, dims, window)
-            else:
-                source = self.current(buf)
-                if static_shape(source, self.src) != window or not all(self.analyzer.can_prove(o == 0)
-                                                                       for _, o in dims):
-                    raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape",
-                                             construct=what, source=self.src)
-                self.cb(source).consumer.add("compute")
-            key = f"T:{source.name}"
-            if key in staged:
-                return staged[key]
-            scratch = self.staging_buffer(source, window[1], window[0], "T", scope=SCOPE_FRAGMENT)
-            self.cbs[scratch.name].producer.add("compute")
-            self.cbs[scratch.name].consumer.add("compute")
-            self.scratch.add(scratch.name)
-            before.append(call(TTOps.transpose, self.cb_index_placeholder(source),
-                               self.cb_index_placeholder(scratch), note=note))
-            staged[key] = scratch
-            return scratch
-
-        def stage_read(buf, dims, window):
-            key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:False"
-            if key in staged:
-                return staged[key]
-            region = Region(buf, (dims[0][1], dims[1][1]), window, 1)
-            r, c0, rows, cols, win = self.tile_coords(region, what)
-            tile = self.staging_buffer(buf, window[0], window[1], "tile")
-            self.cbs[tile.name].producer.add("reader")
-            self.cbs[tile.name].consumer.add("compute")
-            before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), self.tensor_index(buf), r, c0,
-                               rows, cols, *win, note=note))
-            staged[key] = tile
-            return tile
-
-        loaded = []
-
-        def post(node):
-            if isinstance(node, tirx.BufferLoad):
-                buf = operand(node.buffer, node.indices, False)
-                loaded.append(buf.name)
-                idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in split(node.buffer, node.indices)]
-                if buf.name in self.scratch:       # a transposed operand is read in the store's order
-                    idx = idx[::-1]
-                return tirx.BufferLoad(buf, idx)
-            return None
-
-        value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
-        value = self.index_values(value, dst_dims, vars_, what)
-        value = fold_constants(tirx.stmt_functor.substitute(value, self.scalars))
-        dst = operand(store.buffer, store.indices, True)
-        for name in loaded:     # a broadcast operand says nothing about where the destination sits
-            if static_shape(self.cbs[name].buffer) == static_shape(dst):
-                self.inherit(dst.name, name)
-        self.check_aligned(dst.name, loaded, what)
-        if static_shape(dst) != shape:
-            raise TTLoweringError(f"store shape {list(shape)} does not match {dst.name}", construct=what,
-                                  source=self.src)
-        idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in dst_dims]
-        nest = tirx.BufferStore(dst, value, idx)
-        for lp in reversed(loops):
-            nest = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, nest)
-        return before + [nest] + after
 
     # -- statements ------------------------------------------------------------------------------------
     def lower(self, stmt, stages: int):
@@ -599,16 +315,7 @@ class _Lowerer:
             if c.op.same_as(TileOps.reduce):
                 return self.lower_reduce(stmt, c)
             if c.op.same_as(TileOps.gemm):
-                args = list(c.args)
-                for i in (0, 1):
-                    buf = self.current(decode_region(c.args[i], self.src).buffer)
-                    self.cb(buf).consumer.add("compute")
-                    args[i] = _with_buffer(c.args[i], buf)
-                stmt = tirx.Evaluate(tirx.Call(c.dtype, c.op, args, c.annotations))
-                acc = self.cb(decode_region(c.args[2], self.src).buffer)
-                acc.producer.add("compute")
-                acc.consumer.add("compute")
-                return stmt
+                return self.lower_gemm(stmt, c)
             raise TTUnsupportedError(f"tile operator {c.op.name} has no TT lowering", construct=describe(stmt),
                                      source=self.src, fix="use T.copy, T.gemm, T.reduce_*, T.clear/T.fill and "
                                                           "T.Parallel")
@@ -627,6 +334,43 @@ class _Lowerer:
             raise TTUnsupportedError("a scalar store outside T.Parallel", construct=describe(stmt), source=self.src,
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")
         raise TTUnsupportedError(f"statement {type(stmt).__name__}", construct=describe(stmt), source=self.src)
+
+    def lower_gemm(self, stmt, c):
+        """Operands read through their current CBs; ``transpose_A`` becomes an on-chip transpose of the A block
+        into a scratch CB (TT's matmul transposes only in1, B)."""
+        args = list(c.args)
+        pre = []
+        for i in (0, 1):
+            buf = self.current(decode_region(c.args[i], self.src).buffer)
+            self.cb(buf).consumer.add("compute")
+            args[i] = _with_buffer(c.args[i], buf)
+        if bool(c.args[3]):
+            a = decode_region(args[0], self.src).buffer
+            scratch, op = self.transposed_copy(a, tilelang_text(stmt))
+            pre.append(op)
+            args[0] = _with_buffer(args[0], scratch, transpose=True)
+            args[3] = tirx.IntImm("bool", 0)
+        acc = self.cb(decode_region(c.args[2], self.src).buffer)
+        acc.producer.add("compute")
+        acc.consumer.add("compute")
+        gemm = tirx.Evaluate(tirx.Call(c.dtype, c.op, args, c.annotations))
+        return tirx.SeqStmt(pre + [gemm]) if pre else gemm
+
+    def transposed_copy(self, source: tirx.Buffer, note: str):
+        """(scratch, op): a compute scratch CB that ``transpose(source, scratch)`` fills with ``source``
+        transposed, tile by tile (``transpose_tile``); consumed where it is read."""
+        rows, cols = static_shape(source, self.src)
+        if rows % TILE or cols % TILE:
+            raise TTUnsupportedError(f"a transpose of {source.name} ({rows}x{cols}), a block smaller than whole "
+                                     "tiles", construct=note, source=self.src,
+                                     fix="transpose blocks whose extents are multiples of 32")
+        self.cb(source).consumer.add("compute")
+        scratch = self.staging_buffer(source, cols, rows, "T", scope=SCOPE_FRAGMENT)
+        self.cbs[scratch.name].producer.add("compute")
+        self.cbs[scratch.name].consumer.add("compute")
+        self.scratch.add(scratch.name)
+        return scratch, call(TTOps.transpose, self.cb_index_placeholder(source), self.cb_index_placeholder(scratch),
+                             note=note)
 
     def lower_reduce(self, stmt, c):
         """T.reduce_*(src, dst, dim, clear) -> ``reduce(src_cb, dst_cb, kind, dim, clear)``."""
@@ -745,28 +489,13 @@ class _Lowerer:
 
 
 REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}
-INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
 
-def fold_constants(expr):
-    """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``, ``-T.infinity("float")``)
-    as one constant."""
-    def post(node):
-        if node.dtype.startswith(("float", "bfloat")):
-            value = const_value(node)
-            if value is not None:
-                return tirx.FloatImm(node.dtype, value)
-        return None
-
-    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post,
-                                          ["tirx.Cast", "tirx.Add", "tirx.Sub", "tirx.Mul", "tirx.Div",
-                                           "tirx.Call"]).value
-
-
-def _with_buffer(region_call, buf):
-    """A ``tl.region`` call over ``buf`` instead of its buffer (same window)."""
+def _with_buffer(region_call, buf, transpose: bool = False):
+    """A ``tl.region`` call over ``buf`` instead of its buffer (same window, or its transpose)."""
     load = region_call.args[0]
+    extents = list(region_call.args[2:])
     return tirx.Call(region_call.dtype, region_call.op,
-                     [tirx.BufferLoad(buf, load.indices), *region_call.args[1:]])
+                     [tirx.BufferLoad(buf, load.indices), region_call.args[1], *(extents[::-1] if transpose else extents)])
 
 
 def _resolve_names(stmt, table):

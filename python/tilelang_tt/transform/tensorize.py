@@ -1,15 +1,17 @@
 """TensorizeTT: tile operators and T.Parallel bodies become TT tile intrinsics.
 
 In:  a PrimFunc after MemorySpaceLowerTT (``tt.cb`` present; remaining ``tl.tileop.fill`` / ``gemm`` calls
-     and ``T.Parallel`` nests over tile buffers).
+     (``transpose_A`` already an on-chip ``transpose``), ``reduce`` ops and ``T.Parallel`` nests over tile
+     buffers).
 Out: ``T.clear``/``T.fill`` -> ``tilelang_tt.fill``; ``T.gemm`` -> ``tilelang_tt.matmul`` (blocks of any
      multiple of 32; ``transpose_B`` via the in1 transpose of ``matmul_init``); each ``T.Parallel`` nest ->
-     ``tilelang_tt.eltwise(dst_cb, expr)`` whose leaves are ``BufferLoad(tile buffer, [0, 0])`` and scalars.
+     ``tilelang_tt.eltwise(dst_cb, expr)`` whose leaves are ``BufferLoad(tile buffer, [0, 0])`` and scalars;
+     ``reduce`` gets the reduce scaler CB and, for min / abs kinds, a compute scratch CB.
 Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets ``residency`` ("dst": the
      accumulator stays in DST across the K loop, as tt-metal's bmm does; "cb": it lives in its
      intermediate CB and is processed in ``subblock`` = [h, w] pieces that fit DST, reloaded and
      re-packed for every K step, as tt-metal's reuse matmul does); ``tt.options.fp32_dest_acc``.
-Errors (TTUnsupportedError): ``transpose_A``; gemm shapes that do not agree; ``clear_accum`` on a
+Errors (TTUnsupportedError): gemm shapes that do not agree; ``clear_accum`` on a
      fragment that is not DST resident; elementwise operators with no TT intrinsic; an expression needing
      more DST slots than the device has.
 """
@@ -154,6 +156,9 @@ class _Tensorizer:
         if c is not None and c.op.same_as(TileOps.gemm):
             return self.gemm(stmt, c, path)
         found = tt_op_of(stmt)
+        if found is not None and found[0].same_as(TTOps.transpose):
+            self.ops.append(("transpose", None, path, None))   # it acquires DST: no accumulator may span it
+            return stmt
         if found is not None and found[0].same_as(TTOps.reduce):
             return self.reduce(stmt, found[1], path)
         if found is not None and found[0].same_as(TTOps.eltwise):
@@ -168,7 +173,7 @@ class _Tensorizer:
     def gemm(self, stmt, c, path):
         what = describe(stmt)
         a, b, cc = (decode_region(c.args[i], self.src) for i in range(3))
-        trans_a, trans_b = bool(c.args[3]), bool(c.args[4])
+        trans_b = bool(c.args[4])      # transpose_A was made an on-chip transpose by MemorySpaceLowerTT
         if len(c.args) > 10 and not (isinstance(c.args[10], tirx.IntImm) and int(c.args[10]) == 0):
             raise TTUnsupportedError("T.gemm(mbar=...): asynchronous (barrier-tracked) gemm has no TT lowering",
                                      construct=what, source=self.src, fix="drop mbar=; TT matmuls are synchronous")
@@ -176,8 +181,6 @@ class _Tensorizer:
             raise TTUnsupportedError(f"T.gemm annotations {sorted(str(k) for k in c.annotations)} are not supported "
                                      "on TT", construct=what, source=self.src, fix="drop annotations=")
         am, ak = tile_shape_2d(static_shape(a.buffer))
-        if trans_a:
-            am, ak = ak, am
         bk, bn = tile_shape_2d(static_shape(b.buffer))
         if trans_b:
             bk, bn = bn, bk
@@ -191,36 +194,13 @@ class _Tensorizer:
                                      construct=what, source=self.src, fix="accumulate into T.alloc_fragment")
         note = f"T.gemm({a.buffer.name}, {b.buffer.name}, {cc.buffer.name}{', transpose_B=True' if trans_b else ''}" \
                f"{', clear_accum=True' if clear else ''})"
-        a_index = self.index(a.buffer)
-        pre = []
-        if trans_a:
-            # TT matmul transposes only in1 (B): transpose the A block into a scratch CB first.
-            a_index = self.scratch_transpose(a.buffer, am, ak)
-            pre.append(call(TTOps.transpose, self.index(a.buffer), a_index, note=note))
-            self.ops.append(("transpose", None, path, None))
-        out = pre + [call(TTOps.matmul, a_index, self.index(b.buffer), self.index(cc.buffer), False, trans_b,
-                          note=note)]
+        out = [call(TTOps.matmul, self.index(a.buffer), self.index(b.buffer), self.index(cc.buffer), False, trans_b,
+                    note=note)]
         if clear:
             self.ops.append(("fill", cc.buffer.name, path, None))
-            out.insert(len(pre), call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0), note=note))
+            out.insert(0, call(TTOps.fill, self.index(cc.buffer), tirx.FloatImm("float32", 0.0), note=note))
         self.ops.append(("matmul", cc.buffer.name, path, None))
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
-
-    def scratch_transpose(self, buf, rows: int, cols: int) -> int:
-        """A compute-owned CB holding ``buf`` transposed (rows x cols tiles); returns its index."""
-        name = f"{buf.name}_T"
-        if name in self.cb:
-            return self.cb[name]["index"]
-        used = {int(e["index"]) for e in self.cb.values()}
-        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
-        if not free:
-            raise TTUnsupportedError(f"no circular buffer left for the transpose of {buf.name}",
-                                     construct="T.gemm(transpose_A=True)", source=self.src)
-        src = self.cb[buf.name]
-        self.cb[name] = {**src, "index": free[0], "role": "scratch", "producer": ["compute"], "consumer": ["compute"],
-                         "shape_tiles": [rows, cols], "depth_blocks": 1, "num_pages": rows * cols,
-                         "bytes": rows * cols * int(src["page_size"])}
-        return free[0]
 
     def reduce(self, stmt, c, path):
         """``reduce(src, dst, kind, dim, clear)``: abs / min reductions get a compute scratch CB holding |src|

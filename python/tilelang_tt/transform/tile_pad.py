@@ -167,7 +167,7 @@ class _Views:
         for a in accesses:
             if is_global(a.buffer) and len(a.indices) >= 3:
                 ext = tuple(next((e for v, e in zip(vars_, extents) if _uses(ix, v)), 1) for ix in a.indices)
-                rows = next((e for v, e in zip(vars_, extents) if v is vars_[0]), 1) if len(vars_) == 2 else 1
+                rows = extents[0] if len(vars_) == 2 else 1
                 cols = extents[-1]
                 self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
 
