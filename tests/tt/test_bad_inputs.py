@@ -209,6 +209,36 @@ def transposed_index():
     return k
 
 
+def misplaced_rows():
+    """Two one-row blocks from different rows of their tiles combined element-wise."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(63, threads=128) as bx:
+            a = T.alloc_shared((1, 64), "float32")
+            b = T.alloc_shared((1, 64), "float32")
+            c = T.alloc_fragment((1, 64), "float32")
+            T.copy(A[bx, 0], a)
+            T.copy(A[bx + 1, 0], b)
+            for i, j in T.Parallel(1, 64):
+                c[i, j] = a[i, j] + b[i, j]
+            T.copy(c, C[bx, 0])
+    return k
+
+
+def loop_carried_update():
+    """The reader fills A_s once; the loop updates it in place and reads the previous iteration's value."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((32, 32), "float32")
+            T.copy(A[by * 32, bx * 32], A_s)
+            for _ in T.serial(3):
+                for i, j in T.Parallel(32, 32):
+                    A_s[i, j] = A_s[i, j] * 2.0
+            T.copy(A_s, C[by * 32, bx * 32])
+    return k
+
+
 def reduce_partial():
     @T.prim_func
     def k(A: T.Tensor((64, 48), "float32"), S: T.Tensor((64,), "float32")):
@@ -305,6 +335,12 @@ CASES = [
     ("global_to_global", global_to_global, {}, TTUnsupportedError, r"a global-to-global T.copy"),
     ("partial_window", partial_window, {}, TTUnsupportedError, r"only whole tile buffers can be copied"),
     ("scalar_store", scalar_store, {}, TTUnsupportedError, r"a scalar store outside T.Parallel"),
+    ("misplaced_sub_tile_operands", misplaced_rows, {}, TTUnsupportedError,
+     r"b sits at row \(bx \+ 1\) % 32 of its tiles but c at bx % 32: element-wise operands smaller than a tile "
+     r"must share their place in the tile"),
+    ("loop_carried_in_place_update", loop_carried_update, {}, TTUnsupportedError,
+     r"A_s is filled by the reader and updated in place inside the loop over .*, and the next iteration reads "
+     r"the updated value"),
     ("transposed_sub_tile", transposed_index, {}, TTUnsupportedError,
      r"A\[.*\] is indexed transposed over a block smaller than whole tiles"),
     ("reduce_partial_tile", reduce_partial, {}, TTUnsupportedError,

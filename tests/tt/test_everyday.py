@@ -188,6 +188,21 @@ def test_scalar_kernel_parameters(arch):
     torch.testing.assert_close(c, torch.clamp(a * 1.5, min=-0.25), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("block", [32, 64])
+def test_gemm_transpose_a(block):
+    """T.gemm(transpose_A=True): the A block is transposed on chip (transpose_tile into a scratch CB) before a
+    plain matmul; with 32x32 blocks the accumulator would fit DST, but the transpose acquires DST inside the K
+    loop, so the accumulator lives in its CB."""
+    from tests.tt.test_errors import gemm_kernel
+
+    torch.manual_seed(13)
+    a, b = torch.randn(128, 64, dtype=torch.bfloat16), torch.randn(128, 64, dtype=torch.bfloat16)
+    c = torch.empty(64, 64, dtype=torch.bfloat16)
+    run(gemm_kernel(M=64, N=64, K_=128, trans_a=True, block=block), "wormhole_b0", [a, b, c])
+    ref = a.float().T @ b.float()
+    assert (c.float() - ref).abs().max().item() <= BF16 * ref.abs().max().item()
+
+
 def test_transposed_indexing():
     """X[j, i] in a nest storing [i, j]: the block is read as it lies and transposed tile by tile on chip."""
     @T.prim_func

@@ -209,6 +209,31 @@ def test_verifier_rule(rule):
     assert "internal error in the" in str(info.value) and "test.py:1" in str(info.value)
 
 
+def _reduce_program(order):
+    """A REDUCE_ROW SUM of a Float32 block with a bf16 scaler, the unpacker configured in ``order``."""
+    sc = CB("scaler")
+    cbs = {"in": _cb("in", 0, ("reader",), ("compute",), "Float32"), "out": _cb("out", 16, ("compute",), ("writer",)),
+           "scaler": _cb("scaler", 1, ("reader",), ("compute",))}
+    reader = READ + [Call("cb_reserve_back", (sc, 1)), Call("generate_reduce_scaler", (sc,)),
+                     Call("cb_push_back", (sc, 1))]
+    compute = [Call("cb_wait_front", (IN, 1)), Call("cb_wait_front", (sc, 1)), Call("tile_regs_acquire", ()),
+               Call("reconfig_data_format", order(IN, sc)), Call("reduce_init_sum_row", (IN, sc, OUT)),
+               Call("reduce_tile_sum_row", (IN, sc, 0, 0, Dst(0)), "T.reduce_sum(x, s, dim=1)"),
+               Call("tile_regs_commit", ()), Call("cb_reserve_back", (OUT, 1)), Call("tile_regs_wait", ()),
+               Call("pack_tile", (Dst(0), OUT)), Call("tile_regs_release", ()), Call("cb_push_back", (OUT, 1)),
+               Call("reduce_uninit", ()), Call("cb_pop_front", (IN, 1)), Call("cb_pop_front", (sc, 1))]
+    return _program(reader, compute, WRITE, cbs=cbs, startup=Call("hw_startup", (IN, sc, OUT)))
+
+
+def test_verifier_knows_the_reduce_operand_order():
+    """REDUCE_ROW SUM unpacks the scaler through SrcA and the data through SrcB (the LLK swaps them): the
+    src-format rule checks each operand against its own register."""
+    _verify(_reduce_program(lambda data, scaler: (scaler, data)))
+    with pytest.raises(TTVerifyError) as info:
+        _verify(_reduce_program(lambda data, scaler: (data, scaler)))
+    assert info.value.rule == "src-format" and "reduce_tile_sum_row" in str(info.value), str(info.value)
+
+
 def test_verifier_names_the_tilelang_statement():
     with pytest.raises(TTVerifyError, match=r"compute kernel at copy_tile: \[dst-capacity\].*TileLang: T.copy\(A_s, C_s\)"):
         _verify(_program(READ, _copy(slot=8), WRITE))

@@ -19,7 +19,6 @@ import json
 import shutil
 import struct
 
-import numpy as np
 import pytest
 import torch
 
@@ -712,13 +711,9 @@ def test_kernels_compile_against_the_real_sdk(artifact):
     """The same kernels through the real TT-Metalium 0.81 headers (riscv GCC, -fsyntax-only): the emulator's
     signatures are the SDK's."""
     from tilelang_tt.realcheck import kernels as rk
-    from tilelang_tt.realcheck.sdk import TTCheckError
 
-    if not rk.toolchain_available():
-        pytest.skip("riscv64-unknown-elf-g++ is not installed")
-    try:
-        units = rk.check_kernels(_plan("Float16_b"), artifact)
-    except TTCheckError as err:   # the pinned wheel cannot be fetched here
-        pytest.skip(str(err))
+    # the toolchain and the pinned wheel are requirements of the test command (scripts/env.sh installs them, the
+    # end-of-session real-header check needs them too): their absence is a failure, not a skip
+    units = rk.check_kernels(_plan("Float16_b"), artifact)
     bad = [f"{u.kernel} [{u.unit}]: {u.first_error()}" for u in units if not u.ok]
     assert not bad, "\n".join(bad)
