@@ -20,7 +20,7 @@ from tvm.target import Target
 
 from . import attrs, plan as plan_mod
 from .artifact import comment_text, safe_name, write_artifact
-from .device import get_device
+from .device import FACE, TILE, get_device
 from .errors import TTLoweringError
 from .formats import data_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
@@ -237,7 +237,7 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
-        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER,
+        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE},
         scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)),
         index_tiles=any(c.op == "generate_index_tile" for c in calls(body)))
 

@@ -75,3 +75,20 @@ def test_l1_budget_gemm_compiles_only_if_it_runs(block_k, tmp_path, monkeypatch)
     c = torch.empty(size, size, dtype=torch.bfloat16)
     kernel(at, bt, c)   # raises with the emulator's message if L1 runs out
     assert torch.allclose(c.float(), (at.float() @ bt.float()), rtol=0.05, atol=0.5)
+
+
+def test_templates_take_tile_geometry_from_the_table():
+    """The kernel templates spell no tile/face geometry of their own: sizes come from the table's TILE and FACE."""
+    import re
+
+    templates = ROOT / "python" / "tilelang_tt" / "templates"
+    for path in templates.glob("*.cpp.j2"):
+        code = re.sub(r"//[^\n]*", "", path.read_text())
+        literals = re.findall(r"(?<![\w.])(16|32|256|512|1024)(?![\w.])", code)
+        assert not literals, f"{path.name}: geometry literals {literals}; render them from tilelang_tt.device"
+    from tests.tt.helpers import artifact
+    from examples import kernels as K
+
+    reader = artifact(K.softmax(M=64, N=64)).files["kernels/reader.cpp"]
+    assert f"constexpr uint32_t kTileDim = {device.TILE};" in reader
+    assert f"constexpr uint32_t kFaceDim = {device.FACE};" in reader

@@ -5,8 +5,21 @@
 
 #include "api/dataflow/dataflow_api.h"
 
-// A tensor stored as a grid of 32x32 tiles (row-major tile order); the last tile row / column may be
-// partly outside the tensor (last_rows / last_cols valid elements).
+// Tile geometry (the hardware table, tilelang_tt/device.py): kTileDim x kTileDim tiles stored as kFaceDim x kFaceDim
+// faces, faces row-major in the tile and elements row-major in a face.
+constexpr uint32_t kTileDim = 32;
+constexpr uint32_t kFaceDim = 16;
+constexpr uint32_t kFacesPerRow = kTileDim / kFaceDim;
+constexpr uint32_t kTileElems = kTileDim * kTileDim;
+
+// Element offset of (row, col) within a tile.
+constexpr uint32_t tile_elem_offset(uint32_t row, uint32_t col) {
+    return ((row / kFaceDim) * kFacesPerRow + col / kFaceDim) * kFaceDim * kFaceDim + (row % kFaceDim) * kFaceDim +
+           col % kFaceDim;
+}
+
+// A tensor stored as a grid of tiles (row-major tile order); the last tile row / column may be partly outside the
+// tensor (last_rows / last_cols valid elements).
 struct TileGrid {
     uint32_t tiles_h;
     uint32_t tiles_w;
@@ -34,11 +47,12 @@ inline void read_tile_part(const Accessor& tensor, uint32_t page, uint32_t l1_ad
     zero_tile(l1_addr, tile_bytes);
     noc_async_read_barrier();
     for (uint32_t r = r_lo; r < r_hi; ++r) {
-        for (uint32_t face_col = 0; face_col < 2; ++face_col) {
-            const uint32_t lo = c_lo > face_col * 16 ? c_lo : face_col * 16;
-            const uint32_t hi = c_hi < face_col * 16 + 16 ? c_hi : face_col * 16 + 16;
+        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
+            const uint32_t face_lo = face_col * kFaceDim;
+            const uint32_t lo = c_lo > face_lo ? c_lo : face_lo;
+            const uint32_t hi = c_hi < face_lo + kFaceDim ? c_hi : face_lo + kFaceDim;
             if (lo >= hi) continue;
-            const uint32_t offset = (((r / 16) * 2 + face_col) * 256 + (r % 16) * 16 + lo - face_col * 16) * elem_bytes;
+            const uint32_t offset = tile_elem_offset(r, lo) * elem_bytes;
             noc_async_read(get_noc_addr(page, tensor, offset), l1_addr + offset, (hi - lo) * elem_bytes);
         }
     }
@@ -50,10 +64,10 @@ inline void read_tile_part(const Accessor& tensor, uint32_t page, uint32_t l1_ad
 // the window, are zero-filled. The caller reserves the pages, waits on the read barrier and pushes them.
 template <typename Accessor>
 inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                       uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = 32, uint32_t c_off = 0,
-                       uint32_t ncols = 32) {
+                       uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = kTileDim,
+                       uint32_t c_off = 0, uint32_t ncols = kTileDim) {
     const uint32_t tile_bytes = get_tile_size(cb);
-    const uint32_t elem_bytes = tile_bytes / 1024;
+    const uint32_t elem_bytes = tile_bytes / kTileElems;
     uint32_t l1_write_addr = get_write_ptr(cb);
     for (uint32_t r = 0; r < rows; ++r) {
         for (uint32_t c = 0; c < cols; ++c) {
@@ -63,11 +77,11 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
                 zero_tile(l1_write_addr, tile_bytes);
             } else {
                 const uint32_t page = tile_row * grid.tiles_w + tile_col;
-                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
-                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
+                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : kTileDim;
+                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : kTileDim;
                 const uint32_t r_hi = r_off + nrows < valid_rows ? r_off + nrows : valid_rows;
                 const uint32_t c_hi = c_off + ncols < valid_cols ? c_off + ncols : valid_cols;
-                if (r_off == 0 && c_off == 0 && r_hi == 32 && c_hi == 32) {
+                if (r_off == 0 && c_off == 0 && r_hi == kTileDim && c_hi == kTileDim) {
                     noc_async_read_page(page, tensor, l1_write_addr);
                 } else {
                     read_tile_part(tensor, page, l1_write_addr, tile_bytes, elem_bytes, r_off, r_hi, c_off, c_hi);

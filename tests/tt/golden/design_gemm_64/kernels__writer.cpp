@@ -5,8 +5,21 @@
 
 #include "api/dataflow/dataflow_api.h"
 
-// A tensor stored as a grid of 32x32 tiles (row-major tile order); the last tile row / column may be
-// partly outside the tensor (last_rows / last_cols valid elements).
+// Tile geometry (the hardware table, tilelang_tt/device.py): kTileDim x kTileDim tiles stored as kFaceDim x kFaceDim
+// faces, faces row-major in the tile and elements row-major in a face.
+constexpr uint32_t kTileDim = 32;
+constexpr uint32_t kFaceDim = 16;
+constexpr uint32_t kFacesPerRow = kTileDim / kFaceDim;
+constexpr uint32_t kTileElems = kTileDim * kTileDim;
+
+// Element offset of (row, col) within a tile.
+constexpr uint32_t tile_elem_offset(uint32_t row, uint32_t col) {
+    return ((row / kFaceDim) * kFacesPerRow + col / kFaceDim) * kFaceDim * kFaceDim + (row % kFaceDim) * kFaceDim +
+           col % kFaceDim;
+}
+
+// A tensor stored as a grid of tiles (row-major tile order); the last tile row / column may be partly outside the
+// tensor (last_rows / last_cols valid elements).
 struct TileGrid {
     uint32_t tiles_h;
     uint32_t tiles_w;
@@ -20,10 +33,10 @@ struct TileGrid {
 // written face-row segment by segment. The caller waits for the pages, waits on the write barrier and pops them.
 template <typename Accessor>
 inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                        uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = 32, uint32_t c_off = 0,
-                        uint32_t ncols = 32) {
+                        uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = kTileDim,
+                        uint32_t c_off = 0, uint32_t ncols = kTileDim) {
     const uint32_t tile_bytes = get_tile_size(cb);
-    const uint32_t elem_bytes = tile_bytes / 1024;
+    const uint32_t elem_bytes = tile_bytes / kTileElems;
     uint32_t l1_read_addr = get_read_ptr(cb);
     for (uint32_t r = 0; r < rows; ++r) {
         for (uint32_t c = 0; c < cols; ++c) {
@@ -31,20 +44,20 @@ inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& gri
             const uint32_t tile_col = col0 + c;
             if (tile_row < grid.tiles_h && tile_col < grid.tiles_w) {
                 const uint32_t page = tile_row * grid.tiles_w + tile_col;
-                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : 32;
-                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : 32;
+                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : kTileDim;
+                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : kTileDim;
                 const uint32_t r_hi = r_off + nrows < valid_rows ? r_off + nrows : valid_rows;
                 const uint32_t c_hi = c_off + ncols < valid_cols ? c_off + ncols : valid_cols;
-                if (r_off == 0 && c_off == 0 && r_hi == 32 && c_hi == 32) {
+                if (r_off == 0 && c_off == 0 && r_hi == kTileDim && c_hi == kTileDim) {
                     noc_async_write_page(page, tensor, l1_read_addr);
                 } else {
                     for (uint32_t tr = r_off; tr < r_hi; ++tr) {
-                        for (uint32_t face_col = 0; face_col < 2; ++face_col) {
-                            const uint32_t lo = c_off > face_col * 16 ? c_off : face_col * 16;
-                            const uint32_t hi = c_hi < face_col * 16 + 16 ? c_hi : face_col * 16 + 16;
+                        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
+                            const uint32_t face_lo = face_col * kFaceDim;
+                            const uint32_t lo = c_off > face_lo ? c_off : face_lo;
+                            const uint32_t hi = c_hi < face_lo + kFaceDim ? c_hi : face_lo + kFaceDim;
                             if (lo >= hi) continue;
-                            const uint32_t offset =
-                                (((tr / 16) * 2 + face_col) * 256 + (tr % 16) * 16 + lo - face_col * 16) * elem_bytes;
+                            const uint32_t offset = tile_elem_offset(tr, lo) * elem_bytes;
                             noc_async_write_page(page, tensor, l1_read_addr + offset, (hi - lo) * elem_bytes, offset);
                         }
                     }
