@@ -72,9 +72,11 @@ class TTShard:
 
 
 def annotate_tt_schedule(policy="contiguous", order="row_major", rect=None, stride=None, chunk_k_tiles=None,
-                         qk_chunk_tiles=None):
-    """Choose the static schedule of the grid's blocks over the cores (see ``tilelang_tt.schedule``)."""
-    spec = make_schedule_spec(policy, order, rect, stride, chunk_k_tiles, qk_chunk_tiles)
+                         qk_chunk_tiles=None, multicast=None):
+    """Choose the static schedule of the grid's blocks over the cores (see ``tilelang_tt.schedule``).
+    ``multicast``: True asks for TTMulticastReuse's 2-D multicast of GEMM operands (A along core rows, B along
+    core columns; implies ``policy="rect"``), False forbids it, None lets the backend choose."""
+    spec = make_schedule_spec(policy, order, rect, stride, chunk_k_tiles, qk_chunk_tiles, multicast)
     return _sblock_attr({attrs.SCHEDULE_ANNOTATION: spec.as_dict()})
 
 

@@ -127,9 +127,15 @@ def _cb_entry(v) -> dict:
     return e
 
 
+# The reader runtime args of one multicast group (TTMulticastReuse), in order: the sender's NoC coordinates, the
+# group's low and high corners, how many cores receive, whether this core sends, the two semaphore ids.
+MCAST_ARGS = ("sender_x", "sender_y", "first_x", "first_y", "last_x", "last_y", "num_dests", "is_sender",
+              "sender_sem", "receiver_sem")
+
+
 def _kernel_tensors(ctx: _Context, program, role: str) -> list[int]:
     op = "read_tiles" if role == "reader" else "write_tiles"
-    used = {c.args[1].name for c in calls(program.kernels[role].body) if c.op in (op, op + "_window")}
+    used = {c.args[1].name for c in calls(program.kernels[role].body) if c.op in (op, op + "_window", op + "_mcast")}
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
@@ -142,6 +148,9 @@ def _kernel_specs(ctx: _Context, program) -> dict:
         layout += [{"name": n, "kind": "schedule"} for n in ctx.rt_names]
         layout += [{"name": n, "kind": "shape"} for n in shape_names]
         layout += [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]
+        if role == "reader" and program.multicast:   # per group, computed by the host (templates/host.cpp.j2)
+            layout += [{"name": f"{g['name']}_{f}", "kind": "multicast"} for g in program.multicast["groups"]
+                       for f in MCAST_ARGS]
         kernels[role] = {"file": KERNEL_FILES[role], "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
                          "compile_args": [{"tensor_accessor": t} for t in names], "runtime_args": {"layout": layout}}
@@ -204,6 +213,8 @@ def _plan(ctx: _Context, program) -> dict:
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
     }
+    if program.multicast:
+        plan["multicast"] = program.multicast
     plan_mod.validate(plan)
     return plan
 
@@ -217,7 +228,7 @@ def _cb_decls(ctx: _Context, body) -> list:
 
 
 def _layout_used(kernel: dict, names: set) -> dict:
-    layout = [dict(a, used=a["kind"] == "buffer_address" or a["name"] in names)
+    layout = [dict(a, used=a["kind"] in ("buffer_address", "multicast") or a["name"] in names)
               for a in kernel["runtime_args"]["layout"]]
     return _with_layout(kernel, layout)
 
@@ -239,7 +250,8 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
         body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE},
         scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)),
-        index_tiles=any(c.op == "generate_index_tile" for c in calls(body)))
+        index_tiles=any(c.op == "generate_index_tile" for c in calls(body)),
+        mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
 
 
 def _render_compute(ctx: _Context, program, plan) -> str:

@@ -147,6 +147,10 @@ CALLS: dict[str, CallSpec] = {
     "read_tiles": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
     "read_tiles_window": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),
     "noc_async_read_barrier": CallSpec("noc_async_read_barrier()", "noc"),
+    # TTMulticastReuse: the group's sender reads the block and multicasts it, the others receive it ({6}: the
+    # group, a McastGroup of templates/dataflow.cpp.j2); the semaphore handshake is inside the helper.
+    "read_tiles_mcast": CallSpec("read_tiles_mcast({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6})", "noc"),
+    "noc_async_atomic_barrier": CallSpec("noc_async_atomic_barrier()", "noc"),
     "write_tiles": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
     "write_tiles_window": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),
     "noc_async_write_barrier": CallSpec("noc_async_write_barrier()", "noc"),

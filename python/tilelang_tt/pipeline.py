@@ -7,7 +7,8 @@ TIR passes (``lower_module``):
 
 TT program passes (``build_program``, run by codegen on the tile program):
 
-    LowerToTTProgram -> PlaceCBPops -> AllocateDST -> HoistInits -> PruneProgram -> VerifyTTProgram
+    LowerToTTProgram -> TTMulticastReuse -> PlaceCBPops -> AllocateDST -> HoistInits -> PruneProgram
+                     -> VerifyTTProgram
 
 Set ``TILELANG_TT_DUMP_IR=<dir>`` to write the IR after every pass to ``<dir>/<kernel>/NN_<pass>.py``
 (``TILELANG_TT_DUMP_IR=1`` logs it at INFO level instead).
@@ -80,13 +81,15 @@ def program_passes(ctx):
     """(name, Program -> Program) after LowerToTTProgram, in order."""
     from .transform.allocate_dst import allocate_dst
     from .transform.hoist_inits import hoist_inits
+    from .transform.multicast_reuse import multicast_reuse
     from .transform.place_cb_pops import place_cb_pops
     from .transform.prune_program import prune_program
     from .transform.verify_program import verify_program
 
     dev = ctx.dev
     cb_bytes = {n: e["bytes"] for n, e in ctx.cbs.items() if e.get("residency") != "dst"}
-    return [("PlaceCBPops", place_cb_pops), ("AllocateDST", allocate_dst), ("HoistInits", hoist_inits),
+    return [("TTMulticastReuse", lambda p: multicast_reuse(p, ctx.func, ctx.names)),
+            ("PlaceCBPops", place_cb_pops), ("AllocateDST", allocate_dst), ("HoistInits", hoist_inits),
             ("PruneProgram", prune_program),
             ("VerifyTTProgram", lambda p: verify_program(p, dev.l1_usable_bytes, dev.num_cbs, cb_bytes))]
 

@@ -37,6 +37,7 @@ class ScheduleSpec:
     stride: tuple[int, int] | None = None              # (first, step)
     chunk_k_tiles: int | None = None
     qk_chunk_tiles: int | None = None
+    multicast: bool | None = None      # TTMulticastReuse: None = automatic, True = required, False = off
 
     @property
     def block_linear_k(self) -> int | None:
@@ -45,7 +46,7 @@ class ScheduleSpec:
 
     def as_dict(self) -> dict:
         d = {"policy": self.policy, "order": self.order}
-        for name in ("rect", "stride", "chunk_k_tiles", "qk_chunk_tiles"):
+        for name in ("rect", "stride", "chunk_k_tiles", "qk_chunk_tiles", "multicast"):
             value = getattr(self, name)
             if value is not None:
                 d[name] = list(value) if isinstance(value, tuple) else value
@@ -67,8 +68,10 @@ def _int_tuple(name: str, value, n: int, positive_from: int) -> tuple[int, ...] 
 
 
 def make_schedule_spec(policy="contiguous", order="row_major", rect=None, stride=None, chunk_k_tiles=None,
-                       qk_chunk_tiles=None) -> ScheduleSpec:
-    """Validate user arguments; every error names the argument and its allowed values."""
+                       qk_chunk_tiles=None, multicast=None) -> ScheduleSpec:
+    """Validate user arguments; every error names the argument and its allowed values. ``multicast=True``
+    asks for the 2-D multicast of TTMulticastReuse, which needs the ``rect`` policy on a core lattice (the
+    default policy becomes ``rect``)."""
     if policy not in POLICIES:
         raise TTAnnotationError(f"policy={policy!r} is not one of {list(POLICIES)}",
                                 construct="T.annotate_tt_schedule(policy=...)",
@@ -92,7 +95,33 @@ def make_schedule_spec(policy="contiguous", order="row_major", rect=None, stride
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
             raise TTAnnotationError(f"{name} must be a positive integer or None, got {value!r}",
                                     construct=f"T.annotate_tt_schedule({name}=...)")
-    return ScheduleSpec(policy, order, rect_t, stride_t, chunk_k_tiles, qk_chunk_tiles)
+    if multicast is not None and not isinstance(multicast, bool):
+        raise TTAnnotationError(f"multicast must be True, False or None, got {multicast!r}",
+                                construct="T.annotate_tt_schedule(multicast=...)")
+    if multicast:
+        if policy == "contiguous":
+            policy = "rect"
+        if policy != "rect":
+            raise TTAnnotationError(f"multicast=True needs policy='rect' (each core a rectangle of blocks on a core "
+                                    f"lattice), got policy={policy!r}",
+                                    construct="T.annotate_tt_schedule(multicast=True)", fix='use policy="rect"')
+    return ScheduleSpec(policy, order, rect_t, stride_t, chunk_k_tiles, qk_chunk_tiles, multicast)
+
+def lattice_rect(grid_y: int, grid_x: int, device_rows: int, device_cols: int, max_cores: int):
+    """``H x W`` rectangles that tile the grid exactly (``H | grid_y``, ``W | grid_x``) on a lattice of at most
+    ``device_rows x device_cols`` cores (and ``max_cores``): every core gets the same number of blocks, which
+    multicast needs (all cores of a row / column walk their blocks in step). Smallest rectangle, then the most
+    square; None if no lattice of two or more cores exists."""
+    best = None
+    for h in (d for d in range(1, grid_y + 1) if grid_y % d == 0):
+        for w in (d for d in range(1, grid_x + 1) if grid_x % d == 0):
+            rows, cols = grid_y // h, grid_x // w
+            if rows > device_rows or cols > device_cols or rows * cols > max_cores or rows * cols < 2:
+                continue
+            key = (h * w, abs(h - w))
+            if best is None or key < best[0]:
+                best = (key, (h, w))
+    return None if best is None else best[1]
 
 
 def order_to_coord(block_id: int, grid_y: int, grid_x: int, k: int | None) -> tuple[int, int]:
@@ -202,6 +231,15 @@ def build_schedule(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: in
                 raise TTScheduleError(f"rect origin ({by0}, {bx0}) lies outside the {grid_y}x{grid_x} block grid",
                                       construct="T.annotate_tt_schedule(rect=...)", source=source,
                                       fix="anchor the rectangles inside the grid, e.g. rect=(0, 0, H, W)")
+        elif spec.multicast:
+            by0, bx0 = 0, 0
+            found = lattice_rect(grid_y, grid_x, device_rows, device_cols, usable)
+            if found is None:
+                raise TTScheduleError(f"multicast=True: the {grid_y}x{grid_x} block grid has no lattice of two or more "
+                                      f"cores with equal rectangles on the {device_rows}x{device_cols} device",
+                                      construct="T.annotate_tt_schedule(multicast=True)", source=source,
+                                      fix="use multicast=False, or a grid with a divisor that fits the device")
+            h, w_ = found
         else:
             by0, bx0 = 0, 0
             h, w_ = default_rect(grid_y, grid_x, usable)
@@ -215,8 +253,16 @@ def build_schedule(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: in
                 f"{len(rects)} rectangles of {h}x{w_} blocks are needed but only {usable} cores are usable",
                 construct="T.annotate_tt_schedule(rect=...)", source=source,
                 fix="use larger rectangles or omit rect= to let the backend choose")
+        if spec.multicast and (by0 % h or bx0 % w_ or grid_y % h or grid_x % w_ or grid_y // h > device_rows
+                               or grid_x // w_ > device_cols):
+            raise TTScheduleError(f"multicast=True needs rectangles that tile the {grid_y}x{grid_x} grid exactly on "
+                                  f"at most {device_rows}x{device_cols} cores; rect {h}x{w_} at ({by0}, {bx0}) does not",
+                                  construct="T.annotate_tt_schedule(rect=...)", source=source,
+                                  fix="omit rect= to let the backend choose, or use divisors of the grid")
+        lattice_cols = grid_x // w_ if spec.multicast else 0
         for i, (r0, c0, rh, rw) in enumerate(rects):
-            wk = CoreWork(_core_coord(i, device_cols),
+            # multicast: rectangle (r, c) of the lattice runs on core (r, c), so a lattice row is a core row
+            wk = CoreWork(divmod(i, lattice_cols) if lattice_cols else _core_coord(i, device_cols),
                           {"rect_y": r0, "rect_x": c0, "rect_h": rh, "rect_w": rw, "count": rh * rw})
             wk.blocks = [(r0 + q // rw, c0 + q % rw) for q in range(rh * rw)]
             cores.append(wk)

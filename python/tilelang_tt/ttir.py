@@ -111,6 +111,7 @@ class Program:
     dst_capacity: int
     source: str | None = None
     fp32_dest_acc: bool = False
+    multicast: dict | None = None   # TTMulticastReuse: {"lattice": [rows, cols], "groups": [...]}, None without
 
 
 _VREGS = itertools.count()

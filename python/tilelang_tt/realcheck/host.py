@@ -54,6 +54,7 @@ RETURNS: dict[str, str] = {
     _D + "MeshDevice::mesh_command_queue": "MeshCommandQueue&",
     _D + "MeshDevice::shape": "const MeshShape&",
     _D + "MeshDevice::close": "bool",
+    _D + "MeshDevice::worker_core_from_logical_core": "CoreCoord",
     _D + "MeshBuffer::create": "static std::shared_ptr<MeshBuffer>",
     _D + "MeshBuffer::size": "DeviceAddr",
     _D + "MeshWorkload::add_program": "void",

@@ -53,12 +53,14 @@ def _find_schedule_annotation(stmt) -> ScheduleSpec:
         value = ann[key]
         if not isinstance(value, str) and hasattr(value, "__len__"):
             return tuple(int(v) for v in value)
+        if isinstance(value, (bool, tirx.IntImm)) and key == "multicast":
+            return bool(value)
         if isinstance(value, (int, tirx.IntImm)):
             return int(value)
         return str(value)
 
     return make_schedule_spec(get("policy") or "contiguous", get("order") or "row_major", get("rect"),
-                              get("stride"), get("chunk_k_tiles"), get("qk_chunk_tiles"))
+                              get("stride"), get("chunk_k_tiles"), get("qk_chunk_tiles"), get("multicast"))
 
 
 def _uses_any(stmt, variables) -> bool:

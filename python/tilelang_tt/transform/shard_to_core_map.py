@@ -26,8 +26,12 @@ DEFAULT_SHARD = {"axis": [0, 1], "tiles": ["rows", "cols", "32"], "placement": "
 
 
 def core_ranges(cores: list[list[int]], device_cols: int) -> list[list[list[int]]]:
-    """Cover the cores (assigned row-major from (0, 0)) with inclusive rectangles."""
+    """Cover the cores (assigned row-major from (0, 0), or a multicast lattice: every core of a rectangle
+    anchored at (0, 0)) with inclusive rectangles."""
     n = len(cores)
+    rows, cols = max(c[0] for c in cores) + 1, max(c[1] for c in cores) + 1
+    if cols < device_cols and rows > 1 and rows * cols == n and len({tuple(c) for c in cores}) == n:
+        return [[[0, 0], [rows - 1, cols - 1]]]
     full_rows, rem = divmod(n, device_cols)
     ranges = []
     if full_rows:

@@ -158,7 +158,7 @@ class _Verifier:
             self.front[name] -= n
 
     def noc(self, c: Call):
-        if c.op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window"):
+        if c.op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window", "read_tiles_mcast"):
             self.pending_noc.add(c.args[0].name)
         else:
             self.pending_noc.clear()

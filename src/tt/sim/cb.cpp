@@ -56,8 +56,23 @@ void cb_reserve_back(uint32_t cb, uint32_t n, uint32_t line) {
     block_until([&] { return s.num_pages - (s.received - s.acked) >= n; }, line,
                 format("cb_reserve_back(cb=%u, n=%u) [%u of %u pages in use]", cb, n, s.received - s.acked,
                        s.num_pages));
+    if (cur().role != Role::Compute) {   // pages newly reserved are unwritten until a transfer writes them
+        if (s.filled.size() != s.num_pages) s.filled.assign(s.num_pages, 1);
+        for (uint32_t i = s.reserved; i < n; ++i) s.filled[s.wr_ptr + i] = 0;
+    }
     s.reserved = n;
     s.packed = 0;
+}
+
+void mark_filled(Core& core, uint32_t lo, uint32_t hi) {
+    for (CBState& s : core.cbs) {
+        if (!s.configured || s.reserved == 0 || s.filled.size() != s.num_pages) continue;
+        const uint32_t base = s.base + s.wr_ptr * s.page_size;
+        if (hi <= base || lo >= base + s.reserved * s.page_size) continue;
+        const uint32_t first = (lo > base ? lo - base : 0) / s.page_size;
+        const uint32_t last = (std::min(hi, base + s.reserved * s.page_size) - base - 1) / s.page_size;
+        for (uint32_t i = first; i <= last; ++i) s.filled[s.wr_ptr + i] = 1;
+    }
 }
 
 void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
@@ -77,6 +92,15 @@ void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
         kernel_error(line, format("cb_push_back(%u, %u) publishes pages whose NoC writes were not completed: call "
                                   "noc_async_write_barrier() first (the noc_inline_dw_write issued at line %u has not "
                                   "landed)", cb, n, p->line));
+    }
+    if (t.role != Role::Compute && s.filled.size() == s.num_pages) {
+        for (uint32_t i = 0; i < n; ++i) {
+            if (s.filled[s.wr_ptr + i] != 0) continue;
+            kernel_error(line, format("cb_push_back(%u, %u) publishes page %u, which no NoC transfer has written since "
+                                      "cb_reserve_back: a multicast receiver must wait for the sender's VALID "
+                                      "(noc_semaphore_wait on its receiver semaphore) before it pushes", cb, n,
+                                      s.wr_ptr + i));
+        }
     }
     if (t.role == Role::Compute && s.packed > 0 && s.packed < n) {
         kernel_error(line, format("cb_push_back(%u, %u) but only %u tiles were packed", cb, n, s.packed));

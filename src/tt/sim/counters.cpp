@@ -26,12 +26,16 @@ void write_report(Device& dev) {
         total.tile_ops += c.tile_ops;
         total.reduce_tiles += c.reduce_tiles;
         total.packs += c.packs;
+        total.mcast_bytes += c.mcast_bytes;
+        total.mcast_dest_bytes += c.mcast_dest_bytes;
+        total.semaphore_ops += c.semaphore_ops;
         f << (first ? "\n" : ",\n") << "    {\"core\": [" << core->y << ", " << core->x << "], \"dram_read_bytes\": "
           << c.dram_read_bytes << ", \"dram_write_bytes\": " << c.dram_write_bytes << ", \"noc_read_bytes\": "
           << c.noc_read_bytes << ", \"noc_write_bytes\": " << c.noc_write_bytes << ", \"tiles_read\": " << c.pages_read
           << ", \"tiles_written\": " << c.pages_written << ", \"matmul_tiles\": " << c.matmul_tiles
           << ", \"tile_ops\": " << c.tile_ops << ", \"reduce_tiles\": " << c.reduce_tiles << ", \"packs\": " << c.packs
-          << ", \"cb_high_water\": {";
+          << ", \"noc_multicast_bytes\": " << c.mcast_bytes << ", \"noc_multicast_dest_bytes\": " << c.mcast_dest_bytes
+          << ", \"semaphore_ops\": " << c.semaphore_ops << ", \"cb_high_water\": {";
         bool first_cb = true;
         for (uint32_t i = 0; i < kMaxCBs; ++i) {
             if (!core->cbs[i].configured) continue;
@@ -45,6 +49,8 @@ void write_report(Device& dev) {
       << total.dram_write_bytes << ", \"noc_read_bytes\": " << total.noc_read_bytes << ", \"noc_write_bytes\": "
       << total.noc_write_bytes << ", \"tiles_read\": " << total.pages_read << ", \"tiles_written\": "
       << total.pages_written << ", \"matmul_tiles\": " << total.matmul_tiles << ", \"tile_ops\": " << total.tile_ops
-      << ", \"reduce_tiles\": " << total.reduce_tiles << ", \"packs\": " << total.packs << "}\n}\n";
+      << ", \"reduce_tiles\": " << total.reduce_tiles << ", \"packs\": " << total.packs
+      << ", \"noc_multicast_bytes\": " << total.mcast_bytes << ", \"noc_multicast_dest_bytes\": "
+      << total.mcast_dest_bytes << ", \"semaphore_ops\": " << total.semaphore_ops << "}\n}\n";
 }
 }  // namespace tt_sim

@@ -43,8 +43,6 @@ uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint
     return bank.data() + at;
 }
 
-namespace {
-
 // The destination of a NoC read must lie in pages this task has reserved in some CB of its core.
 CBState* reserved_cb_covering(Core& core, uint32_t addr, uint32_t size) {
     for (CBState& s : core.cbs) {
@@ -55,6 +53,8 @@ CBState* reserved_cb_covering(Core& core, uint32_t addr, uint32_t size) {
     }
     return nullptr;
 }
+
+namespace {
 
 bool front_cb_covers(Core& core, uint32_t addr, uint32_t size) {
     for (CBState& s : core.cbs) {
@@ -92,6 +92,7 @@ void issue_read(Task& t, const uint8_t* src, uint32_t l1_addr, uint32_t size, ui
                                   "cb_reserve_back", op, l1_addr, l1_addr + size));
     }
     l1_ptr(*t.core, l1_addr, size, line);
+    mark_filled(*t.core, l1_addr, l1_addr + size);
     PendingTransfer p;
     p.l1_lo = l1_addr;
     p.l1_hi = l1_addr + size;
@@ -224,6 +225,7 @@ void noc_inline_write(uint64_t dst, uint32_t value, uint8_t byte_enable, uint32_
                                   "bytes has not landed: the NoC does not order them; call noc_async_read_barrier() "
                                   "first", addr, p->line));
     }
+    mark_filled(*t.core, addr, addr + 4);
     PendingTransfer p;
     p.write = true;
     p.inline_l1 = true;

@@ -31,6 +31,10 @@ uint64_t next_random() {
 }
 
 void land(Core& core, PendingTransfer& p) {
+    if (p.mcast) {   // checked and counted also in protocol-only runs
+        land_multicast(core, p);
+        return;
+    }
     if (p.data.empty()) return;
     if (p.inline_l1) {   // noc_inline_dw_write: the enabled bytes of one word
         for (uint32_t i = 0; i < p.data.size(); ++i) {

@@ -122,6 +122,8 @@ void program_run(int device, int program) {
         });
     }
 
+    for (const auto& core : dev.run_cores) init_semaphores(dev, p, *core);
+
     const double timeout = std::stod(env_or("TT_SIM_TIMEOUT", "300"));
     size_t remaining = tasks.size();
     while (remaining > 0) {

@@ -83,12 +83,18 @@ struct CBState {
     uint32_t wr_ptr = 0, rd_ptr = 0;       // page indices in the ring
     uint32_t reserved = 0, waited = 0, packed = 0;
     uint32_t high_water = 0;
+    // Per ring page, for data-movement kernels: written (by a NoC read, an inline write or a multicast landing)
+    // since it was reserved. A data-movement kernel may push only written pages (multicast receivers).
+    std::vector<uint8_t> filled;
 };
 
 struct Counters {
     uint64_t dram_read_bytes = 0, dram_write_bytes = 0, noc_read_bytes = 0, noc_write_bytes = 0;
     uint64_t pages_read = 0, pages_written = 0, matmul_tiles = 0, tile_ops = 0, packs = 0;
     uint64_t reduce_tiles = 0;   // reduce_tile calls (also counted in tile_ops)
+    // noc_async_write_multicast: bytes the sender injects (once per call) and bytes delivered (x num_dests)
+    uint64_t mcast_bytes = 0, mcast_dest_bytes = 0;
+    uint64_t semaphore_ops = 0;  // noc_semaphore_inc, noc_semaphore_set_multicast calls
 };
 
 // A NoC transfer issued but not yet landed (noc_async.cpp). Reads land in L1 [l1_lo, l1_hi); writes read L1
@@ -105,6 +111,10 @@ struct PendingTransfer {
     // l1_lo/l1_hi is then the destination, not a source.
     bool inline_l1 = false;
     uint8_t byte_enable = 0xF;
+    // noc_async_write_multicast (multicast.cpp): reads this core's L1 [l1_lo, l1_hi) and lands at `dst_addr` of
+    // every core of the rectangle [x0, x1] x [y0, y1] but the sender.
+    bool mcast = false;
+    uint32_t x0 = 0, y0 = 0, x1 = 0, y1 = 0, dst_addr = 0;
 };
 
 struct Core {
@@ -233,6 +243,16 @@ const PendingTransfer* noc_pending_overlap(const Core& core, bool write, uint32_
 const PendingTransfer* noc_pending_inline_overlap(const Core& core, uint32_t lo, uint32_t hi);
 bool noc_has_pending(const Task& t, bool write);
 uint64_t bank_address(const Buffer& b, uint32_t page, uint32_t offset);
+
+// ---- semaphores and multicast (multicast.cpp) ------------------------------------------------------------
+// Semaphore `id` of a core is the L1 word at semaphore_base + id * L1 alignment, set to its initial value when
+// the program starts.
+void init_semaphores(const Device& dev, const Program& program, Core& core);
+void land_multicast(Core& sender, const PendingTransfer& p);
+Core* find_core(uint32_t x, uint32_t y);   // a core of the running program, nullptr if none
+// CB pages of `core` reserved and overlapping L1 [lo, hi) are marked written (see CBState::filled).
+void mark_filled(Core& core, uint32_t lo, uint32_t hi);
+CBState* reserved_cb_covering(Core& core, uint32_t addr, uint32_t size);
 
 // ---- kernel JIT (jit.cpp) ------------------------------------------------------------------------------
 void load_kernels(Program& program, Device& dev);

@@ -36,6 +36,17 @@ void noc_write(uint32_t l1_addr, uint64_t dst_noc_addr, uint32_t size, uint32_t 
 void noc_read_barrier(uint32_t line);
 void noc_write_barrier(uint32_t line);
 void noc_inline_write(uint64_t dst_noc_addr, uint32_t value, uint8_t byte_enable, uint32_t line);
+// Semaphores and multicast (multicast.cpp): L1 addresses of this core's semaphores, NoC addresses of another
+// core's L1 and of a multicast rectangle, and the operations on them.
+uint32_t semaphore_addr(uint32_t id, uint32_t line);
+void semaphore_set(uint32_t l1_addr, uint32_t value, uint32_t line);
+void semaphore_wait(uint32_t l1_addr, uint32_t value, bool at_least, uint32_t line);
+void semaphore_inc(uint64_t noc_addr, uint32_t incr, uint32_t line);
+void semaphore_set_multicast(uint32_t src_l1, uint64_t dst_mcast, uint32_t num_dests, uint32_t line);
+void write_multicast(uint32_t src_l1, uint64_t dst_mcast, uint32_t size, uint32_t num_dests, uint32_t line);
+uint64_t noc_core_addr(uint32_t x, uint32_t y, uint32_t l1_addr);
+uint64_t noc_mcast_addr(uint32_t x_start, uint32_t y_start, uint32_t x_end, uint32_t y_end, uint32_t l1_addr,
+                        uint8_t noc);
 uint32_t my_core_x();
 uint32_t my_core_y();
 

@@ -103,3 +103,82 @@ inline void noc_async_full_barrier(uint8_t noc = noc_index, TT_SIM_LINE) {
     tt_sim::noc_read_barrier(line);
     tt_sim::noc_write_barrier(line);
 }
+
+// ---- semaphores and multicast (tt-sim: multicast.cpp) ----------------------------------------------------------
+// tt_l1_ptr marks pointers into L1 (an address attribute of the SDK's RISC-V compiler); tt-sim's "pointers" to L1
+// are the L1 addresses themselves, which only these functions dereference.
+#ifndef tt_l1_ptr
+#define tt_l1_ptr
+#endif
+#ifndef NOC_MULTICAST_WRITE_VC
+#define NOC_MULTICAST_WRITE_VC 4
+#endif
+#ifndef NOC_MAX_BURST_SIZE
+#define NOC_MAX_BURST_SIZE 8192
+#endif
+enum class ProgrammableCoreType : uint8_t { TENSIX = 0, ACTIVE_ETH = 1, IDLE_ETH = 2 };
+
+template <ProgrammableCoreType type = ProgrammableCoreType::TENSIX>
+inline uintptr_t get_semaphore(uint32_t semaphore_id, TT_SIM_LINE) {
+    static_assert(type == ProgrammableCoreType::TENSIX, "tt-sim: only Tensix semaphores are emulated");
+    return tt_sim::semaphore_addr(semaphore_id, line);
+}
+
+inline uint32_t sim_l1_addr(volatile tt_l1_ptr uint32_t* sem_addr) {
+    return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(sem_addr));
+}
+
+inline void noc_semaphore_set(volatile tt_l1_ptr uint32_t* sem_addr, uint32_t val, TT_SIM_LINE) {
+    tt_sim::semaphore_set(sim_l1_addr(sem_addr), val, line);
+}
+inline void noc_semaphore_wait(volatile tt_l1_ptr uint32_t* sem_addr, uint32_t val, TT_SIM_LINE) {
+    tt_sim::semaphore_wait(sim_l1_addr(sem_addr), val, false, line);
+}
+inline void noc_semaphore_wait_min(volatile tt_l1_ptr uint32_t* sem_addr, uint32_t val, TT_SIM_LINE) {
+    tt_sim::semaphore_wait(sim_l1_addr(sem_addr), val, true, line);
+}
+
+// The NoC address of L1 `addr` of core (noc_x, noc_y) (coordinates from worker_core_from_logical_core).
+inline uint64_t get_noc_addr(uint32_t noc_x, uint32_t noc_y, uint32_t addr, uint8_t noc = noc_index) {
+    (void)noc;
+    return tt_sim::noc_core_addr(noc_x, noc_y, addr);
+}
+
+// The cores [start, end] (inclusive; NOC0 walks from the low corner, NOC1 from the high one) and an L1 address.
+inline uint64_t get_noc_multicast_addr(uint32_t noc_x_start, uint32_t noc_y_start, uint32_t noc_x_end,
+                                       uint32_t noc_y_end, uint32_t addr, uint8_t noc = noc_index) {
+    return tt_sim::noc_mcast_addr(noc_x_start, noc_y_start, noc_x_end, noc_y_end, addr, noc);
+}
+
+template <bool posted = false>
+inline void noc_semaphore_inc(uint64_t addr, uint32_t incr, uint8_t noc_id = noc_index,
+                              uint8_t vc = NOC_UNICAST_WRITE_VC, TT_SIM_LINE) {
+    (void)noc_id;
+    (void)vc;
+    tt_sim::semaphore_inc(addr, incr, line);
+}
+
+inline void noc_semaphore_set_multicast(uint32_t src_local_l1_addr, uint64_t dst_noc_addr_multicast,
+                                        uint32_t num_dests, bool linked = false, uint8_t noc = noc_index,
+                                        uint8_t vc = NOC_MULTICAST_WRITE_VC, TT_SIM_LINE) {
+    (void)linked;
+    (void)noc;
+    (void)vc;
+    tt_sim::semaphore_set_multicast(src_local_l1_addr, dst_noc_addr_multicast, num_dests, line);
+}
+
+template <uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1>
+inline void noc_async_write_multicast(uint32_t src_local_l1_addr, uint64_t dst_noc_addr_multicast, uint32_t size,
+                                      uint32_t num_dests, bool linked = false, uint8_t noc = noc_index,
+                                      uint8_t vc = NOC_MULTICAST_WRITE_VC, TT_SIM_LINE) {
+    (void)linked;
+    (void)noc;
+    (void)vc;
+    tt_sim::write_multicast(src_local_l1_addr, dst_noc_addr_multicast, size, num_dests, line);
+}
+
+// Atomics (noc_semaphore_inc) are applied when issued in tt-sim.
+inline void noc_async_atomic_barrier(uint8_t noc_idx = noc_index, TT_SIM_LINE) {
+    (void)noc_idx;
+    (void)line;
+}

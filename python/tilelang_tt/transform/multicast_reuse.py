@@ -1,0 +1,125 @@
+"""TTMulticastReuse: 2-D multicast of the blocks every core of a lattice row (or column) reads alike.
+
+tt-metal's ``matmul_multicore_reuse_mcast``: in0 (A) is read from DRAM once per core row and multicast along it,
+in1 (B) once per core column and multicast down it; a sender/receiver semaphore pair per operand keeps the
+sender from overwriting a block before every receiver is ready and every receiver from using it before it has
+landed (../shared/reference/TT_KERNEL_PATTERNS.md section 3, TT_METALIUM_API.md 6.4).
+
+In:  the explicit TT program (``ttir.Program``) after LowerToTTProgram, and the lowered PrimFunc: its schedule
+     (``tt.schedule``: ``multicast`` from ``T.annotate_tt_schedule``, the per-core ``mapping``) and the schedule
+     arguments it takes (``tt.runtime_args``).
+Out: when the schedule is a multicast lattice (``rect`` rectangles of equal size, rectangle (r, c) on core
+     (y=r, x=c)): every ``read_tiles`` in the reader's persistent loop whose tile indices and enclosing trip
+     counts depend on the core's lattice row only (``rect_y``; not ``rect_x``) becomes
+     ``read_tiles_mcast(..., group)`` of a group along the core row (sender: the row's first core), and one
+     that depends on the column only becomes a group down the core column (sender: the column's first core).
+     Each group is one entry of ``Program.multicast["groups"]`` (``operand`` in0 for a row group, in1 for a
+     column group; ``cb``, ``tensor``, ``axis``, ``sender``); the reader ends with
+     ``noc_async_atomic_barrier()``. The host program creates the two semaphores of each group and passes the
+     group's NoC coordinates, size and role as reader runtime args (codegen, ``templates/host.cpp.j2``); the
+     handshake itself is the template's ``read_tiles_mcast`` helper (``templates/dataflow.cpp.j2``).
+     Without such a lattice, or with ``multicast=False``, the program is returned unchanged.
+Attributes: none written; ``Program.multicast`` carries the decision to codegen and the plan (``multicast``).
+Errors: TTScheduleError when ``multicast=True`` was asked for and no read can be multicast (every read depends
+     on both the core's row and column, or the lattice has one core along each multicast axis).
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from .. import attrs
+from ..errors import TTScheduleError
+from ..ttir import Call, For, Let, Lit, Program
+
+# The tile-index arguments of read_tiles(cb, tensor, row, col, rows, cols).
+_ROW, _COL = 2, 3
+
+
+def _vars_of(expr) -> list:
+    if isinstance(expr, (int, bool)) or expr is None:
+        return []
+    found: list = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n)
+                                       if isinstance(n, tirx.Var) else None)
+    return found
+
+
+def _depends(expr, lets: list, targets: list) -> set:
+    """Which of ``targets`` (lists of twin Vars, by index) ``expr`` uses, through the ``Let``s in scope."""
+    out: set = set()
+    todo = _vars_of(expr)
+    seen: list = []
+    while todo:
+        v = todo.pop()
+        if any(v.same_as(s) for s in seen):
+            continue
+        seen.append(v)
+        for i, twins in enumerate(targets):
+            if any(v.same_as(t) for t in twins):
+                out.add(i)
+        todo += [x for lv, value in lets if lv.same_as(v) for x in _vars_of(value)]
+    return out
+
+
+def _lattice(schedule) -> tuple[int, int] | None:
+    if str(schedule.get("policy", "")) != "rect" or not bool(schedule.get("multicast", False)):
+        return None
+    cores = [tuple(int(c) for c in m["core"]) for m in schedule["mapping"]]
+    return max(y for y, _ in cores) + 1, max(x for _, x in cores) + 1
+
+
+def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
+    schedule = func.attrs[attrs.SCHEDULE]
+    lattice = _lattice(schedule)
+    if lattice is None:
+        return program
+    rows, cols = lattice
+    arg_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
+    params = dict(zip(arg_names, list(func.params)[-len(arg_names):]))
+    renames = names.renames()
+    # the core's lattice row / column, as the schedule binds them (the Var and its C++-named twin)
+    targets = [[params[n]] + [new for old, new in renames.items() if old.same_as(params[n])]
+               for n in ("rect_y", "rect_x")]
+    persistent_var = func.body.loop_var if isinstance(func.body, tirx.For) else None
+    reader = program.kernels["reader"]
+    groups: list[dict] = []
+    lets: list = []
+
+    def visit(body, loops, persistent):
+        for node in body:
+            if isinstance(node, Let):
+                lets.append((node.var, node.value))
+            elif isinstance(node, For):
+                inner = persistent or (persistent_var is not None and node.var.same_as(persistent_var))
+                visit(node.body, loops + ([node] if persistent else []), inner)
+            elif persistent and node.op == "read_tiles":
+                uses = set()
+                for e in [node.args[_ROW], node.args[_COL]] + [x for f in loops for x in (f.min, f.extent)]:
+                    uses |= _depends(e, lets, targets)
+                axis = {frozenset({0}): "row", frozenset({1}): "column"}.get(frozenset(uses))
+                if axis is None or (cols if axis == "row" else rows) < 2:
+                    continue
+                cb, tensor = node.args[0].name, node.args[1].name
+                group = next((g for g in groups if g["cb"] == cb and g["axis"] == axis), None)
+                if group is None:
+                    group = {"name": names.fresh(f"mcast_{cb}"), "operand": "in0" if axis == "row" else "in1",
+                             "cb": cb, "tensor": tensor, "axis": axis,
+                             "sender": "the row's first core (x = 0)" if axis == "row" else
+                             "the column's first core (y = 0)"}
+                    groups.append(group)
+                node.op = "read_tiles_mcast"
+                node.args = tuple(node.args) + (Lit(group["name"]),)
+
+    visit(reader.body, [], False)
+    if not groups:
+        if schedule.get("multicast") is not None and bool(schedule["multicast"]):
+            raise TTScheduleError("multicast=True, but no block the reader reads is the same for a whole core row or "
+                                  f"column of the {rows}x{cols} core lattice",
+                                  construct="T.annotate_tt_schedule(multicast=True)", source=program.source,
+                                  fix="index one operand by the block row only and the other by the block column only, "
+                                      "or use multicast=False")
+        return program
+    reader.body.append(Call("noc_async_atomic_barrier", (), "multicast: the semaphore increments have completed"))
+    program.multicast = {"lattice": [rows, cols], "groups": groups}
+    return program

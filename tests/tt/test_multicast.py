@@ -1,0 +1,180 @@
+"""TTMulticastReuse: 2-D multicast GEMMs (A along core rows, B down core columns) on tt-sim.
+
+Each multicast GEMM must give bit-for-bit the result of the same kernel without multicast (the data each core
+computes with is the same; only who reads it from DRAM changes) and match torch; its DRAM and multicast counters
+must equal the counts derived from the plan; the plan names which operand moves along which axis; the emulator's
+sanitizer must stop the seeded handshake bugs below; every generated multicast artifact passes the real-header
+check (``TILELANG_TT_REAL_CHECK=0`` skips that test).
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+import tilelang_tt  # noqa: F401
+from tilelang_tt import emulator
+from tilelang_tt.emulator import TTSimError
+from tilelang_tt.errors import TTScheduleError
+
+ARCHS = ("wormhole_b0", "blackhole")
+TILE_BYTES = 32 * 32 * 2   # a bf16 tile
+
+
+def mcast_gemm(M, N, K, block=32, multicast=True, dtype="bfloat16"):
+    """The design GEMM with the multicast choice annotated."""
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+            A_blk = T.alloc_shared((block, block), dtype)
+            B_blk = T.alloc_shared((block, block), dtype)
+            C_acc = T.alloc_fragment((block, block), dtype)
+            T.annotate_tt_schedule(multicast=multicast)
+            T.clear(C_acc)
+            for kk in T.serial(T.ceildiv(K, block)):
+                T.copy(A[by * block, kk * block], A_blk)
+                T.copy(B[kk * block, bx * block], B_blk)
+                T.gemm(A_blk, B_blk, C_acc)
+            T.copy(C_acc, C[by * block, bx * block])
+
+    return gemm
+
+
+def _run(kernel, M, N, K, seed=0):
+    torch.manual_seed(seed)
+    a, b = torch.randn(M, K, dtype=torch.bfloat16), torch.randn(K, N, dtype=torch.bfloat16)
+    c = torch.zeros(M, N, dtype=torch.bfloat16)
+    kernel(a, b, c)
+    return a, b, c
+
+
+# (M, N, K): whole blocks; tensor edges and a K tail inside blocks (5x3 blocks); a 10x9 block grid, which the
+# 8x8 wormhole grid holds only as a 5x3 lattice of 2x3-block rectangles (blackhole 11x10: one block per core)
+SHAPES = [(128, 128, 128), (160, 96, 100), (320, 288, 64)]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_mcast_gemm_matches_torch_and_unicast(arch, shape):
+    M, N, K = shape
+    mc = tilelang.compile(mcast_gemm(M, N, K), target=f"tt -arch={arch}")
+    uc = tilelang.compile(mcast_gemm(M, N, K, multicast=False), target=f"tt -arch={arch}")
+    assert "multicast" in mc.plan and "multicast" not in uc.plan
+    a, b, c = _run(mc, M, N, K)
+    _, _, c_uc = _run(uc, M, N, K)
+    assert torch.equal(c, c_uc)
+    ref = a.float() @ b.float()
+    assert (c.float() - ref).abs().max() <= (-(-K // 32)) * 2**-8 * ref.abs().max()
+    assert mc.report["total"]["noc_multicast_bytes"] > 0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_plan_names_operands_and_axes(arch):
+    kernel = tilelang.compile(mcast_gemm(256, 256, 64), target=f"tt -arch={arch}")
+    m = kernel.plan["multicast"]
+    groups = {g["tensor"]: g for g in m["groups"]}
+    assert (groups["A"]["operand"], groups["A"]["axis"]) == ("in0", "row")
+    assert (groups["B"]["operand"], groups["B"]["axis"]) == ("in1", "column")
+    rows, cols = m["lattice"]
+    assert sorted(tuple(x["core"]) for x in kernel.plan["mapping"]) == [(y, x) for y in range(rows) for x in range(cols)]
+    assert kernel.plan["schedule"]["multicast"] is True
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("shape", [(256, 256, 128), (512, 256, 96)], ids=["256x256x128", "512x256x96"])
+def test_dram_and_multicast_counters_equal_the_formula(arch, shape):
+    """Per lattice row the sender reads A[by, :] once per block column of its rectangle (rect_w times); per lattice
+    column B once per block row (rect_h times); C is written once. Each A block goes to cols - 1 receivers."""
+    M, N, K = shape
+    kernel = tilelang.compile(mcast_gemm(M, N, K), target=f"tt -arch={arch}")
+    kernel.emulate(*[torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]],
+                   protocol_only=True)
+    total = kernel.report["total"]
+    rows, cols = kernel.plan["multicast"]["lattice"]
+    rect_h, rect_w = kernel.plan["mapping"][0]["rect_h"], kernel.plan["mapping"][0]["rect_w"]
+    mt, nt, kt = M // 32, N // 32, K // 32
+    a_bytes, b_bytes = mt * kt * TILE_BYTES * rect_w, kt * nt * TILE_BYTES * rect_h
+    assert total["dram_read_bytes"] == a_bytes + b_bytes
+    assert total["dram_write_bytes"] == mt * nt * TILE_BYTES
+    assert total["noc_multicast_bytes"] == a_bytes + b_bytes
+    assert total["noc_multicast_dest_bytes"] == a_bytes * (cols - 1) + b_bytes * (rows - 1)
+    # only lattice column 0 reads A, only lattice row 0 reads B
+    for core in kernel.report["cores"]:
+        y, x = core["core"]
+        expect = (a_bytes // rows if x == 0 else 0) + (b_bytes // cols if y == 0 else 0)
+        assert core["dram_read_bytes"] == expect, core["core"]
+
+
+def test_multicast_true_without_shared_operand_is_an_error():
+    from examples import kernels as K
+
+    @T.prim_func
+    def add(A: T.Tensor((64, 64), "bfloat16"), B: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            T.annotate_tt_schedule(multicast=True)
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] + B[by * 32 + i, bx * 32 + j]
+
+    assert K is not None
+    with pytest.raises(TTScheduleError, match="no block the reader reads is the same"):
+        tilelang.compile(add, target="tt")
+
+
+# ---- the sanitizer on broken handshakes (tests/tt/test_sanitizer.py's corpus form) --------------------------
+# (id, file, text to replace, replacement, expected message regex)
+CORPUS = [
+    ("receiver_reads_before_valid", "kernels/reader.cpp", "noc_semaphore_wait(receiver_sem, kSemValid);", "",
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(\d+, 1\) publishes page \d+, which no NoC "
+     r"transfer has written since cb_reserve_back: a multicast receiver must wait for the sender's VALID"),
+    ("sender_overwrites_before_ready", "kernels/reader.cpp", "noc_semaphore_wait(sender_sem, group.num_dests);", "",
+     r"noc_async_write_multicast from core \(x=\d+, y=\d+\) lands in L1 \[0x[0-9a-f]+, 0x[0-9a-f]+\) of core "
+     r"\(x=\d+, y=\d+\), which that core has not reserved with cb_reserve_back: the sender overwrites it before the "
+     r"receiver is ready"),
+    ("reversed_corners", "kernels/reader.cpp", "return noc_index == 0 ?", "return noc_index != 0 ?",
+     r"multicast rectangle start \(\d+, \d+\) end \(\d+, \d+\) on NOC\d: the corners are reversed for this NoC"),
+    ("wrong_num_dests", "kernels/reader.cpp", "group.num_dests);\n        // Blackhole",
+     "group.num_dests + 1);\n        // Blackhole",
+     r"noc_async_write_multicast with num_dests = \d+, but the rectangle .* holds \d+ cores besides the sender"),
+]
+
+
+@pytest.fixture(scope="module")
+def mcast_kernel():
+    return tilelang.compile(mcast_gemm(128, 128, 128), target="tt -arch=wormhole_b0")
+
+
+def _inputs(kernel):
+    torch.manual_seed(0)
+    return {b["param_index"]: torch.randn(*b["shape"]).to(torch.bfloat16) for b in kernel.plan["buffers"]}
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c[0] for c in CORPUS])
+def test_sanitizer_catches_broken_handshake(case, tmp_path, mcast_kernel):
+    name, rel, old, new, message = case
+    broken = tmp_path / "artifact"
+    shutil.copytree(mcast_kernel.artifact_dir, broken)
+    path = broken / rel
+    text = path.read_text()
+    assert text.count(old) == 1, f"corpus case {name}: {old!r} not found once in {rel}"
+    path.write_text(text.replace(old, new))
+    with pytest.raises(TTSimError, match=message):
+        emulator.run(broken, mcast_kernel.plan, _inputs(mcast_kernel), timeout_s=120)
+
+
+def test_unbroken_mcast_artifact_runs_clean(mcast_kernel):
+    emulator.run(mcast_kernel.artifact_dir, mcast_kernel.plan, _inputs(mcast_kernel))
+
+
+@pytest.mark.skipif(os.environ.get("TILELANG_TT_REAL_CHECK") == "0", reason="real-header check disabled")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_mcast_artifacts_pass_the_real_header_check(arch):
+    from tilelang_tt.realcheck import check_artifact
+
+    kernel = tilelang.compile(mcast_gemm(160, 96, 100), target=f"tt -arch={arch}")
+    result = check_artifact(Path(kernel.artifact_dir))
+    assert result.ok, result
