@@ -7,7 +7,8 @@ For bf16 GEMM M=N=K in 512..8192 on wormhole_b0 (8x8) and blackhole (11x10), wit
 figure (wormhole: tt-metal's tuned BF16-HiFi2 n150 8x8 at the same size; blackhole: the best published 11x10
 BF16-HiFi2 DRAM figure, 253 TFLOPS, for every size). The model's own error against those anchors is in
 docs/perf_model.md. Then, for 4096^3 on wormhole_b0, DRAM bytes read + written from a protocol-only tt-sim
-run against the A + B + C minimum: what the compiler generates today, however much that is.
+run against the A + B + C minimum: what the compiler generates today, however much that is, without and with
+TTMulticastReuse's 2-D multicast (target option multicast=true: A multicast along core rows, B down core columns).
 """
 
 import argparse
@@ -60,19 +61,23 @@ def main() -> int:
 
         n = 4096
         minimum = 3 * n * n * 2
-        for label in BLOCKS:
-            kernel = kernels[("wormhole_b0", label, n)]
-            tensors = [torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]]
-            t0 = time.perf_counter()
-            kernel.emulate(*tensors, protocol_only=True)
-            total = kernel.report["total"]
-            moved = total["dram_read_bytes"] + total["dram_write_bytes"]
-            model = kernel.report["model"]
-            print(f"tt-sim protocol-only 4096^3 wormhole_b0 {label}: DRAM read {total['dram_read_bytes'] / 1e6:.1f} MB"
-                  f" + written {total['dram_write_bytes'] / 1e6:.1f} MB = {moved / 1e6:.1f} MB, "
-                  f"{moved / minimum:.2f}x the {minimum / 1e6:.1f} MB minimum; model from these counters "
-                  f"{model['tflops']:.2f} TFLOPS ({model['bound']}-bound); run {time.perf_counter() - t0:.1f} s",
-                  flush=True)
+        for label, make in BLOCKS.items():
+            for mcast in (False, True):
+                kernel = (tilelang.compile(make(n), target="tt -arch=wormhole_b0 -multicast=true") if mcast
+                          else kernels[("wormhole_b0", label, n)])
+                tensors = [torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]]
+                t0 = time.perf_counter()
+                kernel.emulate(*tensors, protocol_only=True)
+                total = kernel.report["total"]
+                moved = total["dram_read_bytes"] + total["dram_write_bytes"]
+                model = kernel.report["model"]
+                how = "multicast" if mcast else "no multicast"
+                print(f"tt-sim protocol-only 4096^3 wormhole_b0 {label}, {how}: DRAM read "
+                      f"{total['dram_read_bytes'] / 1e6:.1f} MB + written {total['dram_write_bytes'] / 1e6:.1f} MB = "
+                      f"{moved / 1e6:.1f} MB, DRAM ratio {moved / minimum:.2f}x the {minimum / 1e6:.1f} MB minimum "
+                      f"(multicast {total.get('noc_multicast_bytes', 0) / 1e6:.1f} MB sent); model from these "
+                      f"counters {model['tflops']:.2f} TFLOPS ({model['bound']}-bound); run "
+                      f"{time.perf_counter() - t0:.1f} s", flush=True)
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 

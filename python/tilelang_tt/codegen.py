@@ -18,7 +18,7 @@ import tvm_ffi
 from tvm import IRModule, tirx
 from tvm.target import Target
 
-from . import attrs, plan as plan_mod
+from . import attrs, compute_config, plan as plan_mod
 from .artifact import comment_text, safe_name, write_artifact
 from .device import FACE, TILE, get_device
 from .errors import TTLoweringError
@@ -159,6 +159,9 @@ def _kernel_specs(ctx: _Context, program) -> dict:
                           "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in ctx.rt_names] +
                                                       [{"name": n, "kind": "shape"} for n in shape_names] +
                                                       [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]}}
+    unpack_to_dest = compute_config.unpack_to_dest_cbs(program, ctx.fp32_acc)
+    if unpack_to_dest:   # Float32 CBs compute only copies into DST: UnpackToDestFp32 in the ComputeConfig
+        kernels["compute"]["unpack_to_dest"] = unpack_to_dest
     return kernels
 
 

@@ -3,8 +3,10 @@
 Precedence: ``T.annotate_tt_compute(...)`` in the kernel > target options (``"tt -math_fidelity=LoFi
 -fp32_dest_acc=true"``) > defaults. The defaults follow ttnn's matmul (tt-metal
 ``ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp``, ``create_matmul_attributes``):
-HiFi2 for bf16/fp16 inputs, LoFi when every input is block-float (bfp8_b/bfp4_b), HiFi4 when every input is
-float32; fp32 accumulation (``default_fp32_acc``) when the output is float32 — here, as before this module
+HiFi2 for bf16 inputs, LoFi when every input is block-float (bfp8_b/bfp4_b), HiFi4 when every input is
+float32 — and HiFi4 when an input is float16 (ttnn has no fp16 matmul default; fp16's 10 mantissa bits need every
+fidelity phase: at HiFi2 SrcB, which holds in0, keeps 1 + 6 bits, so each product loses up to 2^-6 relative,
+TT_KERNEL_PATTERNS.md 5.2); fp32 accumulation (``default_fp32_acc``) when the output is float32 — here, as before this module
 existed, whenever the compute kernel touches a float32 CB (``TensorizeTT``), which includes a float32 output.
 The resolved values are written to the function's ``tt.options`` and from there reach the plan
 (``math_fidelity``, ``kernels.compute.fp32_dest_acc_en``) and the host program's ``ComputeConfig``.
@@ -31,8 +33,10 @@ def check_choice(math_fidelity, fp32_dest_acc, construct: str) -> None:
 
 
 def ttnn_default_fidelity(input_dtypes: list[str]) -> str:
-    """ttnn matmul's default math fidelity for these input dtypes."""
+    """The default math fidelity for these input dtypes: ttnn matmul's, except HiFi4 for float16 inputs."""
     if input_dtypes and all(d == "float32" for d in input_dtypes):
+        return "HiFi4"
+    if "float16" in input_dtypes:
         return "HiFi4"
     if input_dtypes and all(any(b in d for b in _BLOCK_FLOAT) for d in input_dtypes):
         return "LoFi"
@@ -69,3 +73,30 @@ def resolve(func: tirx.PrimFunc, options) -> dict:
         fidelity, source = ann["math_fidelity"], "T.annotate_tt_compute"
     fp32 = ann.get("fp32_dest_acc", options.fp32_dest_acc)
     return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_fidelity_source": source}
+
+
+# Ops that copy a CB's tile into DST (A2D). For a Float32 CB with UnpackToDestMode::UnpackToDestFp32 the unpacker
+# writes its fp32 data straight to DST (exact); otherwise the data goes through SrcA/SrcB as TF32 (fp32 DST
+# accumulation) or BF16 (TT_KERNEL_PATTERNS.md 5.1).
+A2D_OPS = frozenset(["copy_tile", "transpose_tile", "unary_bcast_rows", "unary_bcast_cols", "unary_bcast_scalar"])
+
+
+def unpack_to_dest_cbs(program, fp32_acc: bool) -> list[int]:
+    """The CB indices whose ``unpack_to_dest_mode`` is ``UnpackToDestFp32``: every Float32 CB the compute kernel
+    only copies into DST (A2D ops) when DST accumulates in fp32, so that copy_tile + SFPU math on it is exact
+    fp32. A CB an FPU op reads (add_tiles, matmul_tiles, reduce_tile, broadcasts) keeps ``Default``: the hardware
+    cannot feed SrcA/SrcB from a CB configured to unpack to DST, so its data reaches the FPU as TF32."""
+    if not fp32_acc:
+        return []
+    from .intrinsics import CALLS
+    from .ttir import CB, calls
+
+    a2d, fpu = set(), set()
+    for c in calls(program.kernels["compute"].body):
+        spec = CALLS.get(c.op)
+        if spec is None or spec.kind != "op":
+            continue
+        for a in c.args:
+            if isinstance(a, CB):
+                (a2d if c.op in A2D_OPS else fpu).add(a.name)
+    return sorted(program.cbs[n].index for n in a2d - fpu if program.cbs[n].fmt == "Float32")

@@ -255,6 +255,7 @@ def _extent_names(body: list[_Node], lets: dict[str, str]) -> set[str]:
 class _Counter:
     def __init__(self, cb_pages: dict[str, int], tensors: dict[str, dict]):
         self.cb_pages, self.tensors = cb_pages, tensors
+        self.mcast_axis: dict[str, str] = {}   # multicast group -> "row" | "column" (plan "multicast")
 
     def count(self, body: list[_Node], env: dict, work: CoreWork, mult: int, lets: dict | None = None) -> None:
         lets = dict(lets or {})
@@ -285,12 +286,15 @@ class _Counter:
             self.call(cm.group(1), _split_args(cm.group(2)), env, work, mult)
 
     def call(self, op: str, args: list[str], env: dict, work: CoreWork, mult: int) -> None:
-        if op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window"):
+        if op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window", "read_tiles_mcast"):
             tensor = self.tensors[args[1].removeprefix("tensor:")]
             nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
             if op.endswith("_window"):     # only the window's elements move
                 nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
             dram = tensor["placement"] == "DRAM"
+            if op == "read_tiles_mcast":   # only the group's sender (lattice column / row 0) reads from DRAM
+                y, x = work.core
+                dram = dram and (x if self.mcast_axis[args[6]] == "row" else y) == 0
             if op.startswith("read_tiles"):
                 work.noc_in_bytes += nbytes
                 work.dram_read_bytes += nbytes if dram else 0
@@ -327,12 +331,15 @@ def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
     kernels = _parse_program(path.read_text())
     counter = _Counter({cb["name"]: cb["page_size"] for cb in plan["cbs"]},
                        {b["name"]: b for b in plan["buffers"]})
+    counter.mcast_axis = {g["name"]: g["axis"] for g in plan.get("multicast", {}).get("groups", [])}
     cache: dict[tuple, CoreWork] = {}
     works = []
     names = set().union(*(_extent_names(body, {}) for body in kernels.values()))
     for entry in plan["mapping"]:
         env = _core_env(plan, entry)
         key = tuple((k, v) for k, v in sorted(env.items()) if k in names)   # cores alike in every trip count
+        if counter.mcast_axis:   # and in their multicast roles
+            key += (("mcast_senders", entry["core"][0] == 0, entry["core"][1] == 0),)
         if key not in cache:
             w = CoreWork(core=tuple(entry["core"]))
             for body in kernels.values():

@@ -178,3 +178,17 @@ def test_mcast_artifacts_pass_the_real_header_check(arch):
     kernel = tilelang.compile(mcast_gemm(160, 96, 100), target=f"tt -arch={arch}")
     result = check_artifact(Path(kernel.artifact_dir))
     assert result.ok, result
+
+
+def test_static_model_counts_equal_the_counters():
+    """perf_model's static walk of tt.program.txt knows that only a group's sender reads from DRAM."""
+    from tilelang_tt import perf_model as pm
+
+    kernel = tilelang.compile(mcast_gemm(256, 256, 128), target="tt -arch=wormhole_b0")
+    kernel.emulate(*[torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]],
+                   protocol_only=True)
+    static = {w.core: w for w in pm.static_work(Path(kernel.artifact_dir), kernel.plan)}
+    for core in kernel.report["cores"]:
+        w = static[tuple(core["core"])]
+        assert (w.dram_read_bytes, w.dram_write_bytes) == (core["dram_read_bytes"], core["dram_write_bytes"])
+        assert w.ops["matmul_tiles"] == core["matmul_tiles"]

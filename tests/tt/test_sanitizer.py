@@ -80,8 +80,22 @@ CORPUS = [
      r"(?s)(deadlock.*cb_reserve_back\(cb=1|CB 1 ends unbalanced: \d+ pages pushed, \d+ popped)"),
     ("missing_unpack_reconfig", "gemm", "kernels/compute.cpp",
      "reconfig_data_format_srca(cb_C_local);", "", None,
-     r"compute kernel \S*kernels/compute.cpp:\d+: copy_tile unpacks CB 24 \(Float32\) through SrcA, which is configured "
-     r"for Float16; call reconfig_data_format first"),
+     r"compute kernel \S*kernels/compute.cpp:\d+: copy_init for CB 24 \(Float32\) while SrcA is configured for "
+     r"Float16: reconfig_data_format\(_srca\) must come before the init it affects"),
+    ("reconfig_after_init", "gemm", "kernels/compute.cpp",
+     "reconfig_data_format_srca(cb_C_local);\n                copy_init(cb_C_local);",
+     "copy_init(cb_C_local);\n                reconfig_data_format_srca(cb_C_local);", 1,
+     r"compute kernel \S*kernels/compute.cpp:\d+: copy_init for CB 24 \(Float32\) while SrcA is configured for "
+     r"Float16: reconfig_data_format\(_srca\) must come before the init it affects \(the LLK's init asserts"),
+    ("fpu_reads_unpack_to_dest_cb", "gemm", "host.cpp",
+     "compute_unpack_to_dest[24] = UnpackToDestMode::UnpackToDestFp32;",
+     "compute_unpack_to_dest[1] = UnpackToDestMode::UnpackToDestFp32;", 1,
+     r"compute kernel \S*kernels/compute.cpp:\d+: matmul_tiles reads CB 1 through SrcA \(matmul in1\), but the "
+     r"ComputeConfig's unpack_to_dest_mode\[1\] is UnpackToDestFp32: .* FPU ops cannot read it"),
+    ("unpack_to_dest_without_fp32_acc", "gemm", "host.cpp",
+     ".fp32_dest_acc_en = true,", ".fp32_dest_acc_en = false,", 1,
+     r"ComputeConfig of \S*kernels/compute.cpp: unpack_to_dest_mode\[24\] is UnpackToDestFp32 without "
+     r"fp32_dest_acc_en"),
     ("missing_pack_reconfig", "gemm", "kernels/compute.cpp",
      "pack_reconfig_data_format(cb_C_shared);", "", None,
      r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile into CB 16 \(Float16\) but the packer is configured for Float32; "

@@ -386,6 +386,7 @@ void kernel_main() {{
             reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(cb_a, cb_s, 0, 0, 0);
             break;
         case {BUG_MISMATCHED_REDUCE}:
+            reconfig_data_format(cb_a, cb_s);
             reduce_init<PoolType::MAX, ReduceDim::REDUCE_ROW>(cb_a, cb_s, cb_c);
             tile_regs_acquire();
             reduce_tile<PoolType::MAX, ReduceDim::REDUCE_COL>(cb_a, cb_s, 0, 0, 0);
@@ -490,7 +491,10 @@ def inputs(seed=0, negative_rows=False):
     b = torch.randn(32, 64, generator=g)
     if negative_rows:   # all-negative data: a MAX that started from 0 instead of -inf would be wrong
         a, b = -a.abs() - 0.5, -b.abs() - 0.5
-    return a, b
+    # bf16-representable values: the unpacker's narrowing of Float32 CBs into SrcA/SrcB (TF32; SrcA's multiplier
+    # uses 9 of its 10 mantissa bits) is then lossless, so these tests check the ops' semantics against torch with
+    # fp32 tolerances; the narrowing and the fidelity phases themselves are tested in test_numerics.py
+    return a.bfloat16().float(), b.bfloat16().float()
 
 
 def expected_reduce(pool, dim, x, s):
@@ -617,7 +621,7 @@ def test_sfpu_unary(artifact, monkeypatch, name):
 def test_sfpu_unary_param(artifact, monkeypatch, name, param):
     a, b = inputs(8)
     if name == "power":
-        a = a.abs() + 0.1
+        a = (a.abs() + 0.1).bfloat16().float()   # bf16-representable, as inputs() (TF32 unpack is lossless)
     a[1, :4] = 0.5   # equality with the parameter
     p0 = param if name == "power_iterative" else f32_bits(param)
     c, _ = run(artifact, monkeypatch, OP_PARAM + PARAM.index(name), a, b, p0=p0)
@@ -675,8 +679,9 @@ def test_where_clamp_and_vector_mode(artifact, monkeypatch):
      r"compute kernel \S*compute.cpp:\d+: reduce_tile: the scaler tile \(CB 2, tile 0\) must hold one value in row 0 "
      r"of every face .* face 3 column 1[01] holds"),
     ("reduce_scaler_through_unconfigured_srca", BUG_NO_RECONFIG, {},
-     r"compute kernel \S*compute.cpp:\d+: reduce_tile unpacks CB 2 \(Float16_b\) through SrcA \(the reduce scaler\), "
-     r"which is configured for Float32; call reconfig_data_format first"),
+     # the LLK asserts in reduce_init (the unpacker must be configured for its CBs before the init)
+     r"compute kernel \S*compute.cpp:\d+: reduce_init for CB 2 \(Float16_b\) while SrcA is configured for Float32: "
+     r"reconfig_data_format\(_srca\) must come before the init it affects"),
     ("reduce_tile_other_than_init", BUG_MISMATCHED_REDUCE, {},
      r"reduce_tile<PoolType::MAX, ReduceDim::REDUCE_COL> but the active reduce_init \(line \d+\) configured "
      r"<PoolType::MAX, ReduceDim::REDUCE_ROW>"),

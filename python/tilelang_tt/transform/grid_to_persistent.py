@@ -154,6 +154,9 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     visit(inner, reject_thread_loops)
 
     spec = _find_schedule_annotation(inner)
+    if spec.multicast is None and options.multicast is not None:   # the target's multicast= for unannotated kernels
+        spec = make_schedule_spec(spec.policy, spec.order, spec.rect, spec.stride, spec.chunk_k_tiles,
+                                  spec.qk_chunk_tiles, options.multicast)
     grid_x = grid.get("blockIdx.x", (None, 1))[1]
     rows_y = grid.get("blockIdx.y", (None, 1))[1]
     # a 3-D grid (nx, ny, nz) is scheduled as the 2-D grid (ny * nz, nx): row r is block (r % ny, r // ny)

@@ -215,6 +215,15 @@ class _Eval:
         raise TTUnsupportedError(f"cannot evaluate {type(e).__name__} `{e}` on TT tiles", construct=str(e),
                                  source=self.lw.src)
 
+    def exact_fp32(self, a, b) -> bool:
+        """An op between two Float32 CBs (either one Float32) with fp32 DST: the FPU would see the operands as TF32
+        (SrcA/SrcB are 19 bits wide), the SFPU binary op on copies unpacked to DST computes in fp32 (compute_config
+        gives those CBs UnpackToDestFp32)."""
+        if not self.lw.fp32_acc:
+            return False
+        return any(isinstance(x, tirx.BufferLoad) and self.lw.cbs[x.buffer.name].get("format") == "Float32"
+                   for x in (a, b))
+
     def power(self, x, p: float, out) -> Dst:
         v = self.eval(x, out)
         if p == int(p) and p >= 0:
@@ -293,6 +302,8 @@ class _Eval:
             return v
         dest_read = self.dest in (getattr(a, "buffer", None) and a.buffer.name,
                                   getattr(b, "buffer", None) and b.buffer.name) and self.reads_dest
+        if self.exact_fp32(a, b):
+            dest_read = True   # not through the FPU: copy_tile both (unpack-to-DEST) and the SFPU binary below
         if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and kind != "div" and not dest_read:
             ka, kb = self.bcast(a.buffer.name), self.bcast(b.buffer.name)
             if ka is not None and kb is None and kind in ("add", "mul"):

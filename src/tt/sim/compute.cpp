@@ -53,6 +53,17 @@ void check_src_format(int configured, uint32_t cb, const char* reg, uint32_t lin
     }
 }
 
+void check_init_format(int configured, uint32_t cb, const char* reg, const char* init, uint32_t line) {
+    const CBState& s = cb_of(cb, line);
+    const uint8_t have = configured >= 0 ? cur().core->cbs[static_cast<uint32_t>(configured)].fmt : 0xff;
+    if (configured >= 0 && have == s.fmt) return;
+    kernel_error(line, format("%s for CB %u (%s) while %s is configured for %s: reconfig_data_format%s must come "
+                              "before the init it affects (the LLK's init asserts that the unpacker is configured "
+                              "for the CB's format: are_unpackers_AB_configured_correctly)", init, cb, fmt_name(s.fmt),
+                              reg, configured < 0 ? "nothing" : fmt_name(have),
+                              std::string(reg) == "SrcA" ? "(_srca)" : "(_srcb)"));
+}
+
 void after_math(ComputeState& c, float* tile) {
     if (!c.fp32_acc) round_tile(tile, c.dst_fmt);
 }
@@ -70,12 +81,16 @@ float* fpu_operands(ComputeState& c, const SrcOperand& x, const SrcOperand& y, u
     require_math(c, line, op);
     check_src_format(x.configured, x.cb, x.reg, line, op);
     check_src_format(y.configured, y.cb, y.reg, line, op);
+    require_src_path(c, x.cb, x.reg, line, op);
+    require_src_path(c, y.cb, y.reg, line, op);
     const uint8_t* a_bytes = front_tile(x.cb, x.tile, line, op);
     const uint8_t* b_bytes = front_tile(y.cb, y.tile, line, op);
     float* out = dst_tile(c, dst, line, op);
     if (!sim().protocol_only) {
         unpack_tile(a_bytes, cur().core->cbs[x.cb].fmt, a);
         unpack_tile(b_bytes, cur().core->cbs[y.cb].fmt, b);
+        narrow_to_src(a, cur().core->cbs[x.cb].fmt, c.fp32_acc);
+        narrow_to_src(b, cur().core->cbs[y.cb].fmt, c.fp32_acc);
     }
     return out;
 }
@@ -122,7 +137,8 @@ void hw_startup(uint32_t icb0, uint32_t icb1, uint32_t ocb, SrcOrder order, uint
     c.srca = static_cast<int>(order == SrcOrder::Reverse ? icb1 : icb0);
     c.srcb = static_cast<int>(order == SrcOrder::Reverse ? icb0 : icb1);
     c.pack = static_cast<int>(ocb);
-    c.dst_fmt = cur().core->cbs[icb0].fmt;
+    // 16-bit DST holds the unpacker's 16-bit format: Float16 for Float16 data, else Float16_b (Float32 data too)
+    c.dst_fmt = cur().core->cbs[icb0].fmt == kFloat16 ? kFloat16 : kFloat16_b;
 }
 
 void reconfig_srca(uint32_t cb, uint32_t line) {
@@ -218,6 +234,22 @@ void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char*
     if (kind == Init::Matmul) c.matmul_transpose = flag;
     cb_of(cb_a, line);
     cb_of(cb_b, line);
+    switch (kind) {
+        case Init::Copy:
+        case Init::Transpose: check_init_format(c.srca, cb_a, "SrcA", name, line); break;
+        case Init::Matmul:   // in0 -> SrcB, in1 -> SrcA
+            check_init_format(c.srca, cb_b, "SrcA", name, line);
+            check_init_format(c.srcb, cb_a, "SrcB", name, line);
+            break;
+        case Init::UnaryBcast:   // flag: the BroadcastType; NONE copies through SrcA, the broadcasts through SrcB
+            if (flag == static_cast<uint32_t>(BcastDim::None)) check_init_format(c.srca, cb_a, "SrcA", name, line);
+            else check_init_format(c.srcb, cb_a, "SrcB", name, line);
+            break;
+        default:
+            check_init_format(c.srca, cb_a, "SrcA", name, line);
+            check_init_format(c.srcb, cb_b, "SrcB", name, line);
+            break;
+    }
 }
 
 void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
@@ -228,7 +260,7 @@ void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     const uint8_t* src = front_tile(cb, tile, line, "copy_tile");
     float* out = dst_tile(c, dst, line, "copy_tile");
     if (!sim().protocol_only) {
-        unpack_tile(src, cur().core->cbs[cb].fmt, out);
+        unpack_a2d(c, cb, src, out);
         after_math(c, out);
     }
     c.defined[dst] = true;
@@ -244,7 +276,7 @@ void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     float* out = dst_tile(c, dst, line, "transpose_tile");
     if (!sim().protocol_only) {
         float in[kTileElems];
-        unpack_tile(src, cur().core->cbs[cb].fmt, in);
+        unpack_a2d(c, cb, src, in);
         for (uint32_t r = 0; r < 32; ++r)
             for (uint32_t col = 0; col < 32; ++col) out[face_index(r, col)] = in[face_index(col, r)];
         after_math(c, out);
@@ -260,19 +292,30 @@ void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t
     float* out = fpu_operands(c, {in0, t0, c.srcb, "SrcB (matmul in0)"}, {in1, t1, c.srca, "SrcA (matmul in1)"}, dst,
                               line, "matmul_tiles", a, b);
     if (!sim().protocol_only) {
-        float ar[32][32], br[32][32];
+        // in0 (a) is SrcB, in1 (b) SrcA: each operand reduced to the bits its fidelity phases use (fidelity.cpp);
+        // HiFi3 is A * B minus the phase it skips, A_lo * B_lo (every term exact in fp32)
+        const uint32_t ph = c.fidelity_phases;
+        float ar[32][32], br[32][32], ar_lo[32][32], br_lo[32][32];
         for (uint32_t r = 0; r < 32; ++r) {
             for (uint32_t k = 0; k < 32; ++k) {
-                ar[r][k] = a[face_index(r, k)];
-                br[r][k] = c.matmul_transpose ? b[face_index(k, r)] : b[face_index(r, k)];
+                const float av = a[face_index(r, k)];
+                const float bv = c.matmul_transpose ? b[face_index(k, r)] : b[face_index(r, k)];
+                ar[r][k] = srcb_operand(av, ph);
+                br[r][k] = srca_operand(bv, ph);
+                ar_lo[r][k] = ph == 3 ? av - srcb_operand(av, 1) : 0.0f;
+                br_lo[r][k] = ph == 3 ? br[r][k] - srca_operand(bv, 1) : 0.0f;
             }
         }
         // accumulates into DST; an undefined (acquired, unwritten) tile reads as 0, the storage's value
         for (uint32_t r = 0; r < 32; ++r) {
             float row[32] = {};
             for (uint32_t k = 0; k < 32; ++k) {
-                const float av = ar[r][k];
-                for (uint32_t col = 0; col < 32; ++col) row[col] += av * br[k][col];
+                const float av = ar[r][k], av_lo = ar_lo[r][k];
+                if (ph == 3) {
+                    for (uint32_t col = 0; col < 32; ++col) row[col] += av * br[k][col] - av_lo * br_lo[k][col];
+                } else {
+                    for (uint32_t col = 0; col < 32; ++col) row[col] += av * br[k][col];
+                }
             }
             for (uint32_t col = 0; col < 32; ++col) out[face_index(r, col)] += row[col];
         }
@@ -289,183 +332,13 @@ void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t
     float* out = fpu_operands(c, {cb_a, ta, c.srca, "SrcA"}, {cb_b, tb, c.srcb, "SrcB"}, dst, line,
                               "eltwise binary tile op", a, b);
     if (!sim().protocol_only) {
-        for (uint32_t i = 0; i < kTileElems; ++i) out[i] = apply(op, a[i], b[i]);
+        for (uint32_t i = 0; i < kTileElems; ++i) {   // ELWMUL runs the fidelity phases; add/sub do not
+            out[i] = op == Binary::Mul ? fidelity_mul(a[i], b[i], c.fidelity_phases) : apply(op, a[i], b[i]);
+        }
         after_math(c, out);
     }
     c.defined[dst] = true;
     cur().core->counters.tile_ops++;
-}
-
-// =========================================================================================================
-// SFPU ops: in place on DST. Every DST tile they read must have been written since tile_regs_acquire().
-namespace {
-
-const char* binary_name(Binary op) {
-    static const char* const names[] = {"add_binary_tile", "sub_binary_tile", "mul_binary_tile", "div_binary_tile",
-                                        "rsub_binary_tile", "binary_max_tile", "binary_min_tile", "lt_binary_tile",
-                                        "gt_binary_tile", "le_binary_tile", "ge_binary_tile", "eq_binary_tile",
-                                        "ne_binary_tile", "power_binary_tile"};
-    return names[static_cast<uint8_t>(op)];
-}
-
-const char* scalar_name(Binary op) {
-    static const char* const names[] = {"add_unary_tile", "sub_unary_tile", "mul_unary_tile", "div_unary_tile",
-                                        "rsub_unary_tile"};
-    return static_cast<uint8_t>(op) < 5 ? names[static_cast<uint8_t>(op)] : "binop_with_scalar tile op";
-}
-
-const char* unary_name(Unary op) {
-    static const char* const names[] = {"exp_tile", "log_tile", "sqrt_tile", "rsqrt_tile", "recip_tile", "relu_tile",
-                                        "gelu_tile", "gelu_tanh_tile", "negative_tile", "tanh_tile", "sigmoid_tile",
-                                        "erf_tile", "erfc_tile", "exp2_tile", "abs_tile", "square_tile", "silu_tile",
-                                        "sign_tile", "gtz_tile", "ltz_tile", "gez_tile", "lez_tile", "eqz_tile",
-                                        "nez_tile"};
-    return names[static_cast<uint8_t>(op)];
-}
-
-const char* param_name(UnaryParam op) {
-    static const char* const names[] = {"power_tile", "power_iterative_tile", "unary_max_tile", "unary_min_tile",
-                                        "unary_gt_tile", "unary_lt_tile", "unary_ge_tile", "unary_le_tile",
-                                        "unary_eq_tile", "unary_ne_tile", "clamp_tile", "exp_tile<scale_en=true>"};
-    return names[static_cast<uint8_t>(op)];
-}
-
-// DST tile `dst` read by the SFPU op `op`: it must have been written since tile_regs_acquire().
-float* sfpu_read(ComputeState& c, uint32_t dst, uint32_t line, const char* op) {
-    float* t = dst_tile(c, dst, line, op);
-    if (!c.defined[dst]) {
-        kernel_error(line, format("%s reads DST[%u], which nothing wrote since tile_regs_acquire(): DST is undefined "
-                                  "after acquire on hardware (pack release issues ZEROACC) and SFPU loads of it are "
-                                  "undefined behaviour; write the tile first (copy_tile, an FPU op, fill_tile)", op,
-                                  dst));
-    }
-    return t;
-}
-
-// The faces a VectorMode covers (R: faces 0-1, C: faces 0 and 2, RC: all).
-uint32_t face_mask(uint8_t vector_mode, uint32_t line, const char* op) {
-    switch (vector_mode) {
-        case 1: return 0x3;   // VectorMode::R
-        case 2: return 0x5;   // VectorMode::C
-        case 4: return 0xf;   // VectorMode::RC
-        default:
-            kernel_error(line, format("%s with VectorMode %u: only R, C and RC are emulated", op, vector_mode));
-    }
-}
-
-float unary_value(Unary op, float x) {
-    switch (op) {
-        case Unary::Exp: return std::exp(x);
-        case Unary::Log: return std::log(x);
-        case Unary::Sqrt: return std::sqrt(x);
-        case Unary::Rsqrt: return 1.0f / std::sqrt(x);
-        case Unary::Recip: return 1.0f / x;
-        case Unary::Relu: return x > 0.0f ? x : 0.0f;
-        case Unary::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
-        case Unary::GeluTanh: return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
-        case Unary::Negative: return -x;
-        case Unary::Tanh: return std::tanh(x);
-        case Unary::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case Unary::Erf: return std::erf(x);
-        case Unary::Erfc: return std::erfc(x);
-        case Unary::Exp2: return std::exp2(x);
-        case Unary::Abs: return std::fabs(x);
-        case Unary::Square: return x * x;
-        case Unary::Silu: return x / (1.0f + std::exp(-x));
-        case Unary::Sign: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
-        case Unary::Gtz: return x > 0.0f ? 1.0f : 0.0f;
-        case Unary::Ltz: return x < 0.0f ? 1.0f : 0.0f;
-        case Unary::Gez: return x >= 0.0f ? 1.0f : 0.0f;
-        case Unary::Lez: return x <= 0.0f ? 1.0f : 0.0f;
-        case Unary::Eqz: return x == 0.0f ? 1.0f : 0.0f;
-        case Unary::Nez: return x != 0.0f ? 1.0f : 0.0f;
-    }
-    return x;
-}
-
-float param_value(UnaryParam op, float x, uint32_t p0, uint32_t p1) {
-    const float a = u2f(p0), b = u2f(p1);
-    switch (op) {
-        case UnaryParam::Power: return std::pow(x, a);
-        case UnaryParam::PowerIterative: {
-            float y = 1.0f;
-            for (uint32_t i = 0; i < p0; ++i) y *= x;
-            return y;
-        }
-        case UnaryParam::Max: return x >= a ? x : a;
-        case UnaryParam::Min: return x <= a ? x : a;
-        case UnaryParam::Gt: return x > a ? 1.0f : 0.0f;
-        case UnaryParam::Lt: return x < a ? 1.0f : 0.0f;
-        case UnaryParam::Ge: return x >= a ? 1.0f : 0.0f;
-        case UnaryParam::Le: return x <= a ? 1.0f : 0.0f;
-        case UnaryParam::Eq: return x == a ? 1.0f : 0.0f;
-        case UnaryParam::Ne: return x != a ? 1.0f : 0.0f;
-        case UnaryParam::Clamp: return std::min(std::max(x, a), b);
-        case UnaryParam::ExpScaled: return std::exp(x * a);
-    }
-    return x;
-}
-
-// An SFPU op writing DST tile `out` from the tiles `in` (all defined): out[i] = fn(i) over the faces of
-// `vector_mode`; the other faces keep their values.
-template <typename Fn>
-void sfpu_op(std::initializer_list<uint32_t> in, uint32_t out, uint8_t vector_mode, uint32_t line, const char* op,
-             Fn fn) {
-    ComputeState& c = cs(line);
-    require_math(c, line, op);
-    for (uint32_t d : in) sfpu_read(c, d, line, op);
-    float* t = dst_tile(c, out, line, op);
-    const uint32_t faces = face_mask(vector_mode, line, op);
-    if (!sim().protocol_only) {
-        float result[kTileElems];
-        std::copy(t, t + kTileElems, result);
-        for (uint32_t f = 0; f < hw::kFacesPerTile; ++f) {
-            if (!(faces >> f & 1u)) continue;
-            for (uint32_t i = f * hw::kFaceElems; i < (f + 1) * hw::kFaceElems; ++i) result[i] = fn(i);
-        }
-        std::copy(result, result + kTileElems, t);
-        after_math(c, t);
-    }
-    c.defined[out] = true;
-    cur().core->counters.tile_ops++;
-}
-
-}  // namespace
-
-void binary_dst(Binary op, uint32_t dst_a, uint32_t dst_b, uint32_t dst_out, uint8_t vector_mode, uint32_t line) {
-    ComputeState& c = cs(line);
-    const float* a = dst_tile(c, dst_a, line, binary_name(op));
-    const float* b = dst_tile(c, dst_b, line, binary_name(op));
-    sfpu_op({dst_a, dst_b}, dst_out, vector_mode, line, binary_name(op), [&](uint32_t i) { return apply(op, a[i], b[i]); });
-}
-
-void binary_scalar(Binary op, uint32_t dst, uint32_t param_bits, uint32_t line) {
-    const float s = u2f(param_bits);
-    const float* t = dst_tile(cs(line), dst, line, scalar_name(op));
-    sfpu_op({dst}, dst, 4, line, scalar_name(op), [&](uint32_t i) { return apply(op, t[i], s); });
-}
-
-void unary(Unary op, uint32_t dst, uint8_t vector_mode, uint32_t line) {
-    const float* t = dst_tile(cs(line), dst, line, unary_name(op));
-    sfpu_op({dst}, dst, vector_mode, line, unary_name(op), [&](uint32_t i) { return unary_value(op, t[i]); });
-}
-
-void unary_param(UnaryParam op, uint32_t dst, uint32_t p0, uint32_t p1, uint8_t vector_mode, uint32_t line) {
-    const float* t = dst_tile(cs(line), dst, line, param_name(op));
-    sfpu_op({dst}, dst, vector_mode, line, param_name(op), [&](uint32_t i) { return param_value(op, t[i], p0, p1); });
-}
-
-void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32_t dst_out, uint32_t line) {
-    ComputeState& c = cs(line);
-    const float* cond = dst_tile(c, dst_cond, line, "where_tile");
-    const float* yes = dst_tile(c, dst_true, line, "where_tile");
-    const float* no = dst_tile(c, dst_false, line, "where_tile");
-    sfpu_op({dst_cond, dst_true, dst_false}, dst_out, 4, line, "where_tile",
-            [&](uint32_t i) { return cond[i] != 0.0f ? yes[i] : no[i]; });
-}
-
-void fill_tile(uint32_t dst, float value, uint32_t line) {
-    sfpu_op({}, dst, 4, line, "fill_tile", [&](uint32_t) { return value; });
 }
 
 }  // namespace tt_sim

@@ -29,4 +29,12 @@ float* fpu_operands(ComputeState& c, const SrcOperand& x, const SrcOperand& y, u
 
 float apply(Binary op, float a, float b);
 
+// Unpack-to-DEST (fidelity.cpp): CB `cb` has UnpackToDestFp32; an A2D copy (copy_tile, transpose_tile, unary_bcast)
+// of it is exact, otherwise it is narrowed as it goes through SrcA/SrcB; FPU ops reading such a CB are refused.
+bool unpacks_to_dest(const ComputeState& c, uint32_t cb);
+void unpack_a2d(const ComputeState& c, uint32_t cb, const uint8_t* src, float* out);
+void require_src_path(const ComputeState& c, uint32_t cb, const char* reg, uint32_t line, const char* op);
+// An FPU init: the unpacker must already be configured for its CBs (the LLK asserts in the init).
+void check_init_format(int configured, uint32_t cb, const char* reg, const char* init, uint32_t line);
+
 }  // namespace tt_sim::compute_detail

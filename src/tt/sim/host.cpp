@@ -59,6 +59,16 @@ int program_create() {
 
 uint32_t program_add_kernel(int program, const KernelSpec& spec) {
     Program& p = *sim().programs.at(static_cast<size_t>(program));
+    for (size_t cb = 0; cb < spec.unpack_to_dest.size(); ++cb) {
+        if (!spec.unpack_to_dest[cb]) continue;
+        if (cb >= kMaxCBs) die(format("ComputeConfig of %s: unpack_to_dest_mode has %zu entries, more than the %u CBs",
+                                      spec.path.c_str(), spec.unpack_to_dest.size(), kMaxCBs));
+        if (!spec.fp32_dest_acc_en) {
+            die(format("ComputeConfig of %s: unpack_to_dest_mode[%zu] is UnpackToDestFp32 without fp32_dest_acc_en: "
+                       "unpacking fp32 data to DST needs 32-bit DST (set fp32_dest_acc_en = true)", spec.path.c_str(),
+                       cb));
+        }
+    }
     auto k = std::make_unique<KernelImage>();
     k->spec = spec;
     k->source_path = spec.path;

@@ -1,4 +1,5 @@
-// tt-sim: data formats and numerics: tile sizes, fp32 <-> bf16/fp16 conversion, unpack, pack, DST rounding.
+// tt-sim: data formats and numerics: tile sizes, fp32 <-> bf16/fp16 conversion, unpack, pack (the packer's
+// rounding), DST rounding (16-bit DST: round to nearest even).
 
 #include <cstring>
 
@@ -46,6 +47,15 @@ inline uint16_t float_to_bf16(float f) {
     }
     u += 0x7fffu + ((u >> 16) & 1u);                      // round to nearest even
     return static_cast<uint16_t>(u >> 16);
+}
+// The packer's FP32 -> BF16 (TT_KERNEL_PATTERNS.md 5.3): round to nearest, ties away from zero; denormals
+// flush to 0, -0 packs as +0, NaN packs as Inf.
+inline uint16_t float_to_bf16_packer(float f) {
+    const uint32_t u = f2u(f);
+    const uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
+    if (mag > 0x7f800000u) return static_cast<uint16_t>((sign | 0x7f800000u) >> 16);   // NaN -> Inf
+    if (mag < 0x00800000u) return 0;                                                      // denormal, +-0 -> +0
+    return static_cast<uint16_t>((sign | (mag + 0x8000u)) >> 16);   // the magnitude rounds half up (away from 0)
 }
 inline float bf16_to_float(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
 
@@ -117,7 +127,7 @@ void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst) {
         std::memcpy(dst, in, tile_bytes(kFloat32));
     } else if (fmt == kFloat16_b) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-        for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_bf16(in[i]);
+        for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_bf16_packer(in[i]);
     } else {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_half(in[i]);

@@ -61,6 +61,15 @@ void reduce_init(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_sc
     cb_of(icb, line);
     cb_of(icb_scaler, line);
     cb_of(ocb, line);
+    // the init configures the unpacker for its operands: they must already have the CBs' formats (LLK assert)
+    const char* init = "reduce_init";
+    if (axis == ReduceAxis::Row && pool != ReducePool::Max) {   // MVMUL: the scaler in SrcA, the data in SrcB
+        check_init_format(c.srca, icb_scaler, "SrcA", init, line);
+        check_init_format(c.srcb, icb, "SrcB", init, line);
+    } else {
+        check_init_format(c.srca, icb, "SrcA", init, line);
+        check_init_format(c.srcb, icb_scaler, "SrcB", init, line);
+    }
     c.reduce_active = true;
     c.reduce_pool = pool;
     c.reduce_axis = axis;
@@ -100,6 +109,9 @@ void reduce_tile(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_sc
         const float s = uniform_scaler(swapped ? a : b, icb_scaler, itile_scaler, line);
         // GMPOOL takes only the scaler's sign and exponent
         const float f = !is_max || s == 0.0f || !std::isfinite(s) ? s : std::copysign(std::ldexp(1.0f, std::ilogb(s)), s);
+        // SUM/AVG (GAPOOL, or the MVMUL of REDUCE_ROW) multiplies datum by scaler with the fidelity phases
+        const uint32_t ph = c.fidelity_phases;
+        auto scaled = [&](float v) { return is_max ? v * f : (swapped ? fidelity_mul(f, v, ph) : fidelity_mul(v, f, ph)); };
         const float identity = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
         auto fold = [&](float acc, float v) { return is_max ? std::max(acc, v) : acc + v; };
         auto combine = [&](uint32_t i, float v) {
@@ -109,19 +121,19 @@ void reduce_tile(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_sc
         if (axis == ReduceAxis::Row) {
             for (uint32_t r = 0; r < 32; ++r) {
                 float acc = identity;
-                for (uint32_t col = 0; col < 32; ++col) acc = fold(acc, data[face_index(r, col)] * f);
+                for (uint32_t col = 0; col < 32; ++col) acc = fold(acc, scaled(data[face_index(r, col)]));
                 combine(face_index(r, 0), acc);
             }
         } else if (axis == ReduceAxis::Col) {
             for (uint32_t col = 0; col < 32; ++col) {
                 float acc = identity;
-                for (uint32_t r = 0; r < 32; ++r) acc = fold(acc, data[face_index(r, col)] * f);
+                for (uint32_t r = 0; r < 32; ++r) acc = fold(acc, scaled(data[face_index(r, col)]));
                 combine(face_index(0, col), acc);
             }
         } else {
             float acc = identity;
             for (uint32_t r = 0; r < 32; ++r) {
-                for (uint32_t col = 0; col < 32; ++col) acc = fold(acc, data[face_index(r, col)] * f);
+                for (uint32_t col = 0; col < 32; ++col) acc = fold(acc, scaled(data[face_index(r, col)]));
             }
             combine(face_index(0, 0), acc * f);
         }
@@ -172,7 +184,8 @@ void bcast_tiles(Binary op, BcastDim dim, uint32_t icb0, uint32_t icb1, uint32_t
         for (uint32_t r = 0; r < 32; ++r) {
             for (uint32_t col = 0; col < 32; ++col) {
                 const uint32_t i = face_index(r, col);
-                out[i] = apply(op, a[i], b[bcast_index(dim, r, col)]);
+                const float bv = b[bcast_index(dim, r, col)];   // ELWMUL runs the fidelity phases
+                out[i] = op == Binary::Mul ? fidelity_mul(a[i], bv, c.fidelity_phases) : apply(op, a[i], bv);
             }
         }
         after_math(c, out);
@@ -193,7 +206,7 @@ void unary_bcast(BcastDim dim, uint32_t icb, uint32_t itile, uint32_t dst, uint3
     float* out = dst_tile(c, dst, line, name);
     if (!sim().protocol_only) {
         float in[kTileElems];
-        unpack_tile(src, cur().core->cbs[icb].fmt, in);
+        unpack_a2d(c, icb, src, in);
         for (uint32_t r = 0; r < 32; ++r) {
             for (uint32_t col = 0; col < 32; ++col) out[face_index(r, col)] = in[bcast_index(dim, r, col)];
         }

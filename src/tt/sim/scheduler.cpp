@@ -11,10 +11,10 @@
 //   base + (p / N) * aligned_page). Each core has an L1 of the device's size holding its circular buffers.
 // * Tiles keep TT's layout (32x32 = four 16x16 faces, faces row-major) in every buffer and CB.
 //
-// Numeric model (see docs/emulator.md): unpack is exact; DST holds fp32 values, rounded after every math
-// op to the 16-bit unpack format unless fp32_dest_acc_en; matmul products and sums are fp32 (math fidelity
-// is not modelled: every fidelity behaves like HiFi4); SFPU functions use libm in fp32; pack rounds to the
-// output CB's format with round-to-nearest-even.
+// Numeric model (see docs/emulator.md): a Float32 CB reaches SrcA/SrcB as TF32 (fp32_dest_acc_en) or BF16, and
+// DST exactly only through unpack-to-DEST (fidelity.cpp); multiplying FPU ops use the operand bits of their
+// math fidelity phases; DST holds fp32 values, rounded after every math op to 16 bits unless fp32_dest_acc_en;
+// SFPU functions use libm in fp32; pack to bf16 rounds to nearest, ties away from zero (numerics.cpp).
 //
 // This file: tasks and the cooperative scheduler: one ucontext task per (core, kernel), round-robin, deadlock detection.
 
@@ -108,6 +108,10 @@ void program_run(int device, int program) {
             t->kernel = k.get();
             t->role = k->spec.compute ? Role::Compute : (k->spec.processor == 1 ? Role::Reader : Role::Writer);
             t->compute.fp32_acc = k->spec.fp32_dest_acc_en;
+            t->compute.fidelity_phases = fidelity_phases(k->spec.math_fidelity);
+            for (size_t cb = 0; cb < k->spec.unpack_to_dest.size() && cb < kMaxCBs; ++cb) {
+                if (k->spec.unpack_to_dest[cb]) t->compute.unpack_to_dest |= uint64_t{1} << cb;
+            }
             t->compute.capacity = (k->spec.fp32_dest_acc_en ? dev.arch.dst_tiles_fp32 : dev.arch.dst_tiles) *
                                    (k->spec.dst_full_sync_en ? 2u : 1u);
             t->stack.resize(512 * 1024);

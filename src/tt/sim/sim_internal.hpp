@@ -7,7 +7,9 @@
 //   cb.cpp         circular buffers: runtime args, reserve/push/wait/pop, CB placement in L1
 //   noc.cpp        NoC and DRAM: buffers, interleaved pages, NoC reads/writes and barriers
 //   numerics.cpp   data formats and rounding: unpack, pack, DST rounding
-//   compute.cpp    the compute kernel API: DST handshake, inits, tile ops, SFPU ops
+//   fidelity.cpp   SrcA/SrcB narrowing, unpack-to-DEST, math fidelity phases
+//   compute.cpp    the compute kernel API: DST handshake, unpacker/packer configuration, inits, FPU tile ops
+//   sfpu.cpp       SFPU ops (in place on DST)
 //   reduce_bcast.cpp  reduce_tile (with the packer's edge mask) and broadcast tile ops
 //   sanitizer.cpp  errors, `where()` reporting, end-of-run checks
 //   counters.cpp   the run report
@@ -55,6 +57,14 @@ uint32_t f2u(float f);
 void unpack_tile(const uint8_t* src, uint8_t fmt, float* out);
 void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst);
 void round_tile(float* tile, uint8_t fmt);   // round every element to `fmt` (no-op for Float32)
+// What the FPU computes with (fidelity.cpp): a Float32 CB's data narrowed into SrcA/SrcB (TF32 with fp32 DST
+// accumulation, BF16 without), the phases a MathFidelity value runs, the SrcA/SrcB operands of a multiply at
+// that fidelity, and one product as the phases sum it.
+void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc);
+uint32_t fidelity_phases(int math_fidelity);
+float srca_operand(float a, uint32_t phases);
+float srcb_operand(float b, uint32_t phases);
+float fidelity_mul(float a, float b, uint32_t phases);
 
 // Element (r, c) of a tile sits at face (r/16, c/16), row r%16, column c%16 (faces row-major).
 inline uint32_t face_index(uint32_t r, uint32_t c) {
@@ -146,6 +156,8 @@ struct ComputeState {
     bool started = false;
     int srca = -1, srcb = -1, pack = -1;   // CB whose format the unpacker / packer is configured for
     uint8_t dst_fmt = kFloat32;           // rounding format of DST in 16-bit mode
+    uint32_t fidelity_phases = 4;         // MathFidelity: LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4 phases
+    uint64_t unpack_to_dest = 0;          // bit i: unpack_to_dest_mode[i] is UnpackToDestFp32
     uint32_t matmul_transpose = 0;
     // DST tiles written since tile_regs_acquire(): pack release leaves DST undefined on hardware (ZEROACC), which
     // FPU ops read as their identity and the packer as 0, but SFPU loads of it are undefined behaviour.

@@ -58,7 +58,7 @@ enum class DataMovementProcessor { RISCV_0 = 0, RISCV_1 = 1 };
 enum NOC : uint8_t { RISCV_0_default = 0, RISCV_1_default = 1, NOC_0 = 0, NOC_1 = 1 };
 enum NOC_MODE : uint8_t { DM_DEDICATED_NOC = 0, DM_DYNAMIC_NOC = 1 };
 enum class KernelBuildOptLevel : uint8_t { O1, O2, O3, O0, Os, Ofast, Oz };
-enum class UnpackToDestMode : uint8_t { Default, UnpackToDestFp32 };
+enum class UnpackToDestMode : uint8_t { UnpackToDestFp32, Default };   // the SDK's order
 
 struct DataMovementConfig {
     DataMovementProcessor processor = DataMovementProcessor::RISCV_0;
@@ -167,6 +167,9 @@ inline KernelHandle CreateKernel(Program& program, const std::string& file_name,
         spec.fp32_dest_acc_en = c.fp32_dest_acc_en;
         spec.dst_full_sync_en = c.dst_full_sync_en;
         spec.math_approx_mode = c.math_approx_mode;
+        for (const UnpackToDestMode m : c.unpack_to_dest_mode) {
+            spec.unpack_to_dest.push_back(m == UnpackToDestMode::UnpackToDestFp32 ? 1 : 0);
+        }
         spec.compile_args = c.compile_args;
         spec.defines.assign(c.defines.begin(), c.defines.end());
     }

@@ -271,7 +271,7 @@ TT_SIM_BCAST_GENERIC(mul_tiles_bcast, Mul)
 // (The SDK's unary_bcast_init has no call_line parameter, so that a stale 2-argument call does not compile.)
 template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 inline void unary_bcast_init(uint32_t icb) {
-    tt_sim::op_init(tt_sim::Init::Bcast, icb, icb, 0, "unary_bcast_init", 0);
+    tt_sim::op_init(tt_sim::Init::UnaryBcast, icb, icb, static_cast<uint32_t>(bcast_type), "unary_bcast_init", 0);
 }
 template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 inline void unary_bcast(uint32_t icb, uint32_t in_tile_index, uint32_t dst_tile_index, TT_SIM_LINE) {

@@ -64,7 +64,9 @@ void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order,
 
 // Inits: FPU inits (every kind but Sfpu) end the packer's reduce edge mask, and are refused while a reduce is
 // active (reduce_uninit() first); `name` is the API call, for diagnostics.
-enum class Init : uint8_t { Copy, Matmul, Binary, Transpose, Bcast, Sfpu };
+// Each FPU init checks that the unpacker is already configured for its CBs' formats (the LLK asserts this in
+// the init: reconfig_data_format* must come first). UnaryBcast's flag is the BroadcastType.
+enum class Init : uint8_t { Copy, Matmul, Binary, Transpose, Bcast, Sfpu, UnaryBcast };
 void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char* name, uint32_t line);
 void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
 void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);

@@ -26,6 +26,7 @@ struct KernelSpec {
     bool fp32_dest_acc_en = false;
     bool dst_full_sync_en = false;
     bool math_approx_mode = false;
+    std::vector<uint8_t> unpack_to_dest;   // per CB index: 1 = UnpackToDestMode::UnpackToDestFp32
 };
 
 struct CBSpec {

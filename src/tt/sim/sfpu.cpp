@@ -1,0 +1,186 @@
+// tt-sim: the compute kernel API's SFPU ops: unary, parameterised, binary between DST tiles, where, fill.
+// They work in place on DST in fp32 (libm; the hardware's approximations are not modelled).
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+#include "compute_internal.hpp"
+
+namespace tt_sim {
+
+using namespace compute_detail;
+
+// =========================================================================================================
+// SFPU ops: in place on DST. Every DST tile they read must have been written since tile_regs_acquire().
+namespace {
+
+const char* binary_name(Binary op) {
+    static const char* const names[] = {"add_binary_tile", "sub_binary_tile", "mul_binary_tile", "div_binary_tile",
+                                        "rsub_binary_tile", "binary_max_tile", "binary_min_tile", "lt_binary_tile",
+                                        "gt_binary_tile", "le_binary_tile", "ge_binary_tile", "eq_binary_tile",
+                                        "ne_binary_tile", "power_binary_tile"};
+    return names[static_cast<uint8_t>(op)];
+}
+
+const char* scalar_name(Binary op) {
+    static const char* const names[] = {"add_unary_tile", "sub_unary_tile", "mul_unary_tile", "div_unary_tile",
+                                        "rsub_unary_tile"};
+    return static_cast<uint8_t>(op) < 5 ? names[static_cast<uint8_t>(op)] : "binop_with_scalar tile op";
+}
+
+const char* unary_name(Unary op) {
+    static const char* const names[] = {"exp_tile", "log_tile", "sqrt_tile", "rsqrt_tile", "recip_tile", "relu_tile",
+                                        "gelu_tile", "gelu_tanh_tile", "negative_tile", "tanh_tile", "sigmoid_tile",
+                                        "erf_tile", "erfc_tile", "exp2_tile", "abs_tile", "square_tile", "silu_tile",
+                                        "sign_tile", "gtz_tile", "ltz_tile", "gez_tile", "lez_tile", "eqz_tile",
+                                        "nez_tile"};
+    return names[static_cast<uint8_t>(op)];
+}
+
+const char* param_name(UnaryParam op) {
+    static const char* const names[] = {"power_tile", "power_iterative_tile", "unary_max_tile", "unary_min_tile",
+                                        "unary_gt_tile", "unary_lt_tile", "unary_ge_tile", "unary_le_tile",
+                                        "unary_eq_tile", "unary_ne_tile", "clamp_tile", "exp_tile<scale_en=true>"};
+    return names[static_cast<uint8_t>(op)];
+}
+
+// DST tile `dst` read by the SFPU op `op`: it must have been written since tile_regs_acquire().
+float* sfpu_read(ComputeState& c, uint32_t dst, uint32_t line, const char* op) {
+    float* t = dst_tile(c, dst, line, op);
+    if (!c.defined[dst]) {
+        kernel_error(line, format("%s reads DST[%u], which nothing wrote since tile_regs_acquire(): DST is undefined "
+                                  "after acquire on hardware (pack release issues ZEROACC) and SFPU loads of it are "
+                                  "undefined behaviour; write the tile first (copy_tile, an FPU op, fill_tile)", op,
+                                  dst));
+    }
+    return t;
+}
+
+// The faces a VectorMode covers (R: faces 0-1, C: faces 0 and 2, RC: all).
+uint32_t face_mask(uint8_t vector_mode, uint32_t line, const char* op) {
+    switch (vector_mode) {
+        case 1: return 0x3;   // VectorMode::R
+        case 2: return 0x5;   // VectorMode::C
+        case 4: return 0xf;   // VectorMode::RC
+        default:
+            kernel_error(line, format("%s with VectorMode %u: only R, C and RC are emulated", op, vector_mode));
+    }
+}
+
+float unary_value(Unary op, float x) {
+    switch (op) {
+        case Unary::Exp: return std::exp(x);
+        case Unary::Log: return std::log(x);
+        case Unary::Sqrt: return std::sqrt(x);
+        case Unary::Rsqrt: return 1.0f / std::sqrt(x);
+        case Unary::Recip: return 1.0f / x;
+        case Unary::Relu: return x > 0.0f ? x : 0.0f;
+        case Unary::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+        case Unary::GeluTanh: return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+        case Unary::Negative: return -x;
+        case Unary::Tanh: return std::tanh(x);
+        case Unary::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case Unary::Erf: return std::erf(x);
+        case Unary::Erfc: return std::erfc(x);
+        case Unary::Exp2: return std::exp2(x);
+        case Unary::Abs: return std::fabs(x);
+        case Unary::Square: return x * x;
+        case Unary::Silu: return x / (1.0f + std::exp(-x));
+        case Unary::Sign: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+        case Unary::Gtz: return x > 0.0f ? 1.0f : 0.0f;
+        case Unary::Ltz: return x < 0.0f ? 1.0f : 0.0f;
+        case Unary::Gez: return x >= 0.0f ? 1.0f : 0.0f;
+        case Unary::Lez: return x <= 0.0f ? 1.0f : 0.0f;
+        case Unary::Eqz: return x == 0.0f ? 1.0f : 0.0f;
+        case Unary::Nez: return x != 0.0f ? 1.0f : 0.0f;
+    }
+    return x;
+}
+
+float param_value(UnaryParam op, float x, uint32_t p0, uint32_t p1) {
+    const float a = u2f(p0), b = u2f(p1);
+    switch (op) {
+        case UnaryParam::Power: return std::pow(x, a);
+        case UnaryParam::PowerIterative: {
+            float y = 1.0f;
+            for (uint32_t i = 0; i < p0; ++i) y *= x;
+            return y;
+        }
+        case UnaryParam::Max: return x >= a ? x : a;
+        case UnaryParam::Min: return x <= a ? x : a;
+        case UnaryParam::Gt: return x > a ? 1.0f : 0.0f;
+        case UnaryParam::Lt: return x < a ? 1.0f : 0.0f;
+        case UnaryParam::Ge: return x >= a ? 1.0f : 0.0f;
+        case UnaryParam::Le: return x <= a ? 1.0f : 0.0f;
+        case UnaryParam::Eq: return x == a ? 1.0f : 0.0f;
+        case UnaryParam::Ne: return x != a ? 1.0f : 0.0f;
+        case UnaryParam::Clamp: return std::min(std::max(x, a), b);
+        case UnaryParam::ExpScaled: return std::exp(x * a);
+    }
+    return x;
+}
+
+// An SFPU op writing DST tile `out` from the tiles `in` (all defined): out[i] = fn(i) over the faces of
+// `vector_mode`; the other faces keep their values.
+template <typename Fn>
+void sfpu_op(std::initializer_list<uint32_t> in, uint32_t out, uint8_t vector_mode, uint32_t line, const char* op,
+             Fn fn) {
+    ComputeState& c = cs(line);
+    require_math(c, line, op);
+    for (uint32_t d : in) sfpu_read(c, d, line, op);
+    float* t = dst_tile(c, out, line, op);
+    const uint32_t faces = face_mask(vector_mode, line, op);
+    if (!sim().protocol_only) {
+        float result[kTileElems];
+        std::copy(t, t + kTileElems, result);
+        for (uint32_t f = 0; f < hw::kFacesPerTile; ++f) {
+            if (!(faces >> f & 1u)) continue;
+            for (uint32_t i = f * hw::kFaceElems; i < (f + 1) * hw::kFaceElems; ++i) result[i] = fn(i);
+        }
+        std::copy(result, result + kTileElems, t);
+        after_math(c, t);
+    }
+    c.defined[out] = true;
+    cur().core->counters.tile_ops++;
+}
+
+}  // namespace
+
+void binary_dst(Binary op, uint32_t dst_a, uint32_t dst_b, uint32_t dst_out, uint8_t vector_mode, uint32_t line) {
+    ComputeState& c = cs(line);
+    const float* a = dst_tile(c, dst_a, line, binary_name(op));
+    const float* b = dst_tile(c, dst_b, line, binary_name(op));
+    sfpu_op({dst_a, dst_b}, dst_out, vector_mode, line, binary_name(op), [&](uint32_t i) { return apply(op, a[i], b[i]); });
+}
+
+void binary_scalar(Binary op, uint32_t dst, uint32_t param_bits, uint32_t line) {
+    const float s = u2f(param_bits);
+    const float* t = dst_tile(cs(line), dst, line, scalar_name(op));
+    sfpu_op({dst}, dst, 4, line, scalar_name(op), [&](uint32_t i) { return apply(op, t[i], s); });
+}
+
+void unary(Unary op, uint32_t dst, uint8_t vector_mode, uint32_t line) {
+    const float* t = dst_tile(cs(line), dst, line, unary_name(op));
+    sfpu_op({dst}, dst, vector_mode, line, unary_name(op), [&](uint32_t i) { return unary_value(op, t[i]); });
+}
+
+void unary_param(UnaryParam op, uint32_t dst, uint32_t p0, uint32_t p1, uint8_t vector_mode, uint32_t line) {
+    const float* t = dst_tile(cs(line), dst, line, param_name(op));
+    sfpu_op({dst}, dst, vector_mode, line, param_name(op), [&](uint32_t i) { return param_value(op, t[i], p0, p1); });
+}
+
+void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32_t dst_out, uint32_t line) {
+    ComputeState& c = cs(line);
+    const float* cond = dst_tile(c, dst_cond, line, "where_tile");
+    const float* yes = dst_tile(c, dst_true, line, "where_tile");
+    const float* no = dst_tile(c, dst_false, line, "where_tile");
+    sfpu_op({dst_cond, dst_true, dst_false}, dst_out, 4, line, "where_tile",
+            [&](uint32_t i) { return cond[i] != 0.0f ? yes[i] : no[i]; });
+}
+
+void fill_tile(uint32_t dst, float value, uint32_t line) {
+    sfpu_op({}, dst, 4, line, "fill_tile", [&](uint32_t) { return value; });
+}
+
+}  // namespace tt_sim
