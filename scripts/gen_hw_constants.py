@@ -33,13 +33,13 @@ def render(t) -> str:
          f"constexpr uint32_t kTile = {t.TILE};", f"constexpr uint32_t kFace = {t.FACE};",
          f"constexpr uint32_t kFacesPerTile = {t.FACES_PER_TILE};", f"constexpr uint32_t kTileElems = {t.TILE_ELEMS};",
          f"constexpr uint32_t kFaceElems = {t.FACE_ELEMS};", "",
-         "// data formats the backend supports (tt::DataFormat values)"]
-    fmts = sorted(t.FORMATS.values(), key=lambda f: f.value)
+         "// data formats the emulator's CBs hold (tt::DataFormat values): float and block-float tile formats"]
+    fmts = sorted((f for f in t.TILE_FORMATS.values() if f.kind != "int"), key=lambda f: f.value)
     o.append("enum Fmt : uint8_t { " + ", ".join(f"k{f.name} = {f.value}" for f in fmts) + " };")
     o += ["struct FormatInfo {", "    const char* name;", "    uint8_t value;",
-          "    uint32_t element_bytes, exponent_bytes, tile_bytes;", "};",
+          "    uint32_t datum_bits, exponent_bytes, tile_bytes;", "};",
           f"constexpr uint32_t kNumFormats = {len(fmts)};", "constexpr FormatInfo kFormats[kNumFormats] = {"]
-    o += [f'    {{"{f.name}", {f.value}, {f.element_bytes}, {f.exponent_bytes}, {f.tile_bytes}}},' for f in fmts]
+    o += [f'    {{"{f.name}", {f.value}, {f.datum_bits}, {f.exponent_bytes}, {f.tile_bytes}}},' for f in fmts]
     o += ["};", "// every tt::DataFormat enumerator, for the SDK-shaped enum class in tt-metalium/host_api.hpp",
           "#define TT_SIM_DATA_FORMAT_ENUMERATORS \\",
           "    " + ", ".join(f"{k} = {v}" for k, v in t.DATA_FORMAT_ENUM.items())]

@@ -20,10 +20,12 @@ import tilelang.language as _tl
 from tvm.tirx.script.builder.ir import sblock_attr as _sblock_attr
 
 from . import attrs
+from .device import BLOCK_FLOAT_STORAGE
 from .errors import TTAnnotationError
 from .schedule import make_schedule_spec
 
 PLACEMENTS = ("DRAM", "L1")
+STORAGE_FORMATS = tuple(sorted({f for fmts in BLOCK_FLOAT_STORAGE.values() for f in fmts}))
 SHARD_ORDERS = ("row_major", "col_major")
 FACES = ("16x16",)
 
@@ -37,6 +39,8 @@ class TTShard:
     placement: "DRAM" (interleaved over the DRAM banks) or "L1" (interleaved over the cores' L1).
     order: tile order inside the tensor, "row_major" (the only one the readers emit today) or "col_major".
     faces: face layout inside a tile, "16x16".
+    format: the tile format the tensor is stored in, a tt::DataFormat name: None (the dtype's format), "Bfp8_b" or
+        "Bfp4_b" (block-float weights, as ttnn's bfloat8_b / bfloat4_b; docs/usage.md "Data formats").
     """
 
     axis: int | tuple[int, ...] = 0
@@ -44,6 +48,7 @@ class TTShard:
     placement: str = "DRAM"
     order: str = "row_major"
     faces: str = "16x16"
+    format: str | None = None
 
     def __post_init__(self):
         axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)
@@ -64,11 +69,18 @@ class TTShard:
         if self.faces not in FACES:
             raise TTAnnotationError(f"faces={self.faces!r} is not one of {list(FACES)}",
                                     construct="T.TTShard(faces=...)")
+        if self.format is not None and self.format not in STORAGE_FORMATS:
+            raise TTAnnotationError(f"format={self.format!r} is not one of {list(STORAGE_FORMATS)}",
+                                    construct="T.TTShard(format=...)",
+                                    fix="leave it out for the dtype's own format, or store weights as Bfp8_b / Bfp4_b")
 
     def as_dict(self) -> dict:
         axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)
-        return {"axis": list(axes), "tiles": [str(t) for t in self.tiles], "placement": self.placement,
-                "order": self.order, "faces": self.faces}
+        out = {"axis": list(axes), "tiles": [str(t) for t in self.tiles], "placement": self.placement,
+               "order": self.order, "faces": self.faces}
+        if self.format is not None:
+            out["format"] = self.format
+        return out
 
 
 def annotate_tt_schedule(policy="contiguous", order="row_major", rect=None, stride=None, chunk_k_tiles=None,

@@ -25,28 +25,17 @@ from __future__ import annotations
 
 import numpy as np
 
-# ONE table of the formats handled here. These constants belong in the hardware table (formats.py/device.py are
-# being consolidated); move them there and import them back.
-#   enum: tt::DataFormat value (tensix_types.h); tile_bytes: one 32x32 tile (host Tile::get_tile_size);
-#   exp_bytes: shared-exponent section of a tile; datum_bits; mantissa_bits: magnitude bits of a BFP datum.
-FORMATS: dict[str, dict] = {
-    "Bfp8_b": {"enum": 6, "tile_bytes": 1088, "exp_bytes": 64, "datum_bits": 8, "mantissa_bits": 7, "kind": "bfp"},
-    "Bfp4_b": {"enum": 7, "tile_bytes": 576, "exp_bytes": 64, "datum_bits": 4, "mantissa_bits": 3, "kind": "bfp"},
-    # INT8 in L1 is sign-magnitude (+-127), UINT8 is 0..255 (ISA Packers/FormatConversion.md "Final L1 output").
-    # Device-side InterleavedAddrGenFast strides Int8 pages by 1088 B (default case of MUL_WITH_TILE_SIZE).
-    "Int8": {"enum": 14, "tile_bytes": 1024, "exp_bytes": 0, "datum_bits": 8, "mantissa_bits": 0, "kind": "int",
-             "dtype": np.int8},
-    "UInt8": {"enum": 30, "tile_bytes": 1024, "exp_bytes": 0, "datum_bits": 8, "mantissa_bits": 0, "kind": "int",
-              "dtype": np.uint8},
-    "Int32": {"enum": 8, "tile_bytes": 4096, "exp_bytes": 0, "datum_bits": 32, "mantissa_bits": 0, "kind": "int",
-              "dtype": np.int32},
-    "UInt32": {"enum": 24, "tile_bytes": 4096, "exp_bytes": 0, "datum_bits": 32, "mantissa_bits": 0, "kind": "int",
-               "dtype": np.uint32},
-}
+from .device import FACE, TILE, TILE_ELEMS, TILE_FORMATS
 
-TILE = 32
-FACE = 16
-TILE_ELEMS = TILE * TILE
+# A view of the hardware table (device.TILE_FORMATS) for the formats handled here; no constant is spelled here.
+#   enum: tt::DataFormat value; tile_bytes: one 32x32 tile (host Tile::get_tile_size); exp_bytes: shared-exponent
+#   section of a tile; datum_bits; mantissa_bits: magnitude bits of a BFP datum; dtype: NumPy dtype of an integer.
+FORMATS: dict[str, dict] = {
+    f.name: {"enum": f.value, "tile_bytes": f.tile_bytes, "exp_bytes": f.exponent_bytes, "datum_bits": f.datum_bits,
+             "mantissa_bits": f.mantissa_bits, "kind": "bfp" if f.kind == "bfp" else "int",
+             **({"dtype": np.dtype(f.int_dtype).type} if f.kind == "int" else {})}
+    for f in TILE_FORMATS.values() if f.kind in ("bfp", "int")
+}
 
 
 def _fmt(fmt: str) -> dict:

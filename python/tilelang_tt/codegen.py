@@ -22,7 +22,7 @@ from . import attrs, compute_config, plan as plan_mod
 from .artifact import comment_text, safe_name, write_artifact
 from .device import FACE, TILE, get_device
 from .errors import TTLoweringError
-from .formats import data_format
+from .formats import tensor_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
 from .names import NameSupply
 from .printer import call_text, headers, print_body, uses_runtime_scalars
@@ -172,9 +172,11 @@ def _buffers(ctx: _Context, program) -> list:
     for i, buf in ctx.tensors:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
         logical = ctx.dims(padding[buf.name]["logical"])
-        fmt = data_format(buf.dtype, f"tensor {buf.name}", ctx.src)
         num_pages = _mul(_tiles(shape[-2]), _tiles(shape[-1]))
         io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
+        annotated = shards[buf.name].get("format")
+        fmt = tensor_format(buf.dtype, str(annotated) if annotated else None, "input" if io == "unused" else io,
+                            f"tensor {buf.name}", ctx.src)
         shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in shards[buf.name].items()}
         out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(logical), "view": list(shape),

@@ -62,10 +62,27 @@ def annotation(func: tirx.PrimFunc) -> dict:
     return out
 
 
+def _storage(func: tirx.PrimFunc, buf) -> str:
+    """A tensor's storage for the default fidelity: its T.TTShard(format=...) ("bfp8_b"), int8 weights' Bfp8_b
+    (device.READ_ONLY_FORMATS), else its dtype."""
+    from .device import READ_ONLY_FORMATS
+
+    found = []
+
+    def visit(node):
+        if isinstance(node, tirx.SBlock) and attrs.SHARDING_ANNOTATION in node.annotations:
+            for var, shard in node.annotations[attrs.SHARDING_ANNOTATION].items():
+                if var.same_as(buf.data) and "format" in shard:
+                    found.append(str(shard["format"]))
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return (found[0] if found else READ_ONLY_FORMATS.get(str(buf.dtype), str(buf.dtype))).lower()
+
+
 def resolve(func: tirx.PrimFunc, options) -> dict:
     """{"math_fidelity": str, "fp32_dest_acc": bool | None (None: TensorizeTT decides), "source": ...}."""
     ann = annotation(func)
-    inputs = [str(func.buffer_map[p].dtype) for p in func.params if p in func.buffer_map]
+    inputs = [_storage(func, func.buffer_map[p]) for p in func.params if p in func.buffer_map]
     fidelity, source = ttnn_default_fidelity(inputs), "ttnn default for the input formats"
     if options.math_fidelity is not None:
         fidelity, source = options.math_fidelity, "target option"

@@ -53,20 +53,60 @@ FACE_ELEMS = FACE * FACE
 class DataFormat:
     name: str            # tt::DataFormat enumerator
     value: int           # its numeric value (tensix_types.h)
-    element_bytes: int   # bytes of one element's mantissa/value section
+    datum_bits: int      # bits of one element in the datum section of a tile (Bfp4_b: 4, two per byte)
     exponent_bytes: int  # bytes of the shared-exponent section of a tile (block-float formats; 0 otherwise)
+    kind: str = "float"  # "float" (IEEE-like), "bfp" (shared exponent per 16 datums), "int"
+    mantissa_bits: int = 0   # bfp: magnitude bits of a datum (no hidden bit); value = +-mag/2^(W-1) * 2^(E-127)
+    int_dtype: str = ""      # int: the NumPy dtype of one element as the host stores it
+
+    @property
+    def element_bytes(self) -> int:
+        """Whole bytes of one element's datum (0 for Bfp4_b, which packs two datums per byte)."""
+        return self.datum_bits // 8
 
     @property
     def tile_bytes(self) -> int:
-        """Bytes of one 32x32 tile."""
-        return TILE_ELEMS * self.element_bytes + self.exponent_bytes
+        """Bytes of one 32x32 tile (host ``Tile::get_tile_size``): the datum section plus the exponent section.
+        A 32x32 tile has 64 exponents, so tt-metal never pads that section (it pads only below 16)."""
+        return TILE_ELEMS * self.datum_bits // 8 + self.exponent_bytes
 
 
-# TileLang dtype -> data format, for the formats the backend supports.
+# Every tile format the backend knows, by tt::DataFormat name: the layout facts the compiler (CB page sizes, plan),
+# the runtime (blockfloat.py's codecs), the emulator (hw_constants.hpp) and the real-header check read.
+# Bfp8_b / Bfp4_b: one 8-bit exponent per 16 datums (one face row), exponents first (docs/formats.md).
+# Int8 in L1 is sign-magnitude (+-127), UInt8 0..255 (ISA Packers/FormatConversion.md "Final L1 output format").
+# The device-side InterleavedAddrGenFast strides Int8 pages by 1088 B (MUL_WITH_TILE_SIZE's default case).
+TILE_FORMATS: dict[str, DataFormat] = {f.name: f for f in (
+    DataFormat("Float32", 0, 32, 0),
+    DataFormat("Float16", 1, 16, 0),
+    DataFormat("Float16_b", 5, 16, 0),
+    DataFormat("Bfp8_b", 6, 8, TILE_ELEMS // FACE, "bfp", mantissa_bits=7),
+    DataFormat("Bfp4_b", 7, 4, TILE_ELEMS // FACE, "bfp", mantissa_bits=3),
+    DataFormat("Int8", 14, 8, 0, "int", int_dtype="int8"),
+    DataFormat("UInt8", 30, 8, 0, "int", int_dtype="uint8"),
+    DataFormat("Int32", 8, 32, 0, "int", int_dtype="int32"),
+    DataFormat("UInt32", 24, 32, 0, "int", int_dtype="uint32"),
+)}
+
+# TileLang dtype -> data format of a tensor or tile buffer of that dtype (docs/usage.md "Data formats").
 FORMATS: dict[str, DataFormat] = {
-    "float32": DataFormat("Float32", 0, 4, 0),
-    "float16": DataFormat("Float16", 1, 2, 0),
-    "bfloat16": DataFormat("Float16_b", 5, 2, 0),
+    "float32": TILE_FORMATS["Float32"],
+    "float16": TILE_FORMATS["Float16"],
+    "bfloat16": TILE_FORMATS["Float16_b"],
+}
+
+# TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
+# matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly
+# (7 magnitude bits under the face row's shared exponent) and unpacks losslessly to BF16; -128 saturates to -127,
+# as in TT's own Int8 (sign-magnitude) format.
+READ_ONLY_FORMATS: dict[str, str] = {"int8": "Bfp8_b"}
+
+# Formats a tensor may be stored in by annotation (T.annotate_tt_format), per TileLang dtype of the tensor.
+BLOCK_FLOAT_STORAGE: dict[str, tuple[str, ...]] = {
+    "bfloat16": ("Bfp8_b", "Bfp4_b"),
+    "float32": ("Bfp8_b", "Bfp4_b"),
+    "float16": (),                 # Bfp*_b shares the _b (8-bit) exponent family, Float16 is _a: not mixed
+    "int8": ("Bfp8_b", "Bfp4_b"),
 }
 
 # Every tt::DataFormat enumerator (tensix_types.h), for the real-header check's descriptors.

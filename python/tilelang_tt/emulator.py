@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import blockfloat
+from .device import TILE_FORMATS
 from .errors import TTError
 
 logger = logging.getLogger(__name__)
@@ -157,6 +159,24 @@ def _store(target, raw: np.ndarray, fmt: str) -> None:
     np.copyto(target, raw.reshape(target.shape).astype(target.dtype))
 
 
+BLOCK_FLOAT = tuple(name for name, f in TILE_FORMATS.items() if f.kind == "bfp")
+
+
+def to_block_float(value, buf: dict, view: tuple, padded: tuple) -> np.ndarray:
+    """A host tensor as the bytes of its Bfp8_b / Bfp4_b tiles (tt-metal's host conversion, ``blockfloat.to_tiles``:
+    what ``ttnn.from_torch(..., bfloat8_b)`` writes). int8 tensors: their integers, -128 saturated to -127 (every
+    integer in [-127, 127] is exact in Bfp8_b). Padding is zero (never NaN: it would set its row's exponent)."""
+    arr = value.detach().cpu().float().numpy() if hasattr(value, "detach") else np.asarray(value)
+    if arr.dtype.kind in "iu":
+        arr = np.clip(arr.astype(np.int64), -127, 127)
+    arr = np.ascontiguousarray(arr, dtype=np.float32).reshape(view)   # whole tiles: the compiler checks it
+    if tuple(arr.shape) != tuple(padded):
+        grid = np.zeros(padded, dtype=np.float32)
+        grid[tuple(slice(0, n) for n in arr.shape)] = arr
+        arr = grid
+    return blockfloat.to_tiles(arr, buf["format"], rounding="host")
+
+
 def _scalar_bits(value, dtype: str) -> int:
     """A scalar kernel argument as the uint32 the kernels receive (float32: its bit pattern)."""
     import struct
@@ -236,7 +256,9 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
             value = tensors[buf["param_index"]]
             view = tuple(_eval_dim(d, shapes) for d in buf.get("view", buf["shape"]))
             dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
-            if buf["io"] in ("input", "inout"):
+            if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
+                to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
+            elif buf["io"] in ("input", "inout"):
                 raw = pad_to(_to_numpy(value, buf["format"]).reshape(view), dims[buf["name"]][1], buf["format"])
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         if shapes:
@@ -264,11 +286,16 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         padded_outputs = {}
         for buf in plan["buffers"]:
             if buf["io"] in ("output", "inout") and not protocol_only:
-                raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
-                grid = untilize(raw, dims[buf["name"]][1])
+                if buf["format"] in BLOCK_FLOAT:   # decoded to float32 values (each exactly a BF16)
+                    grid = blockfloat.from_tiles(np.fromfile(data_dir / f"{buf['name']}.bin", dtype=np.uint8),
+                                                 buf["format"], dims[buf["name"]][1])
+                else:
+                    raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
+                    grid = untilize(raw, dims[buf["name"]][1])
                 padded_outputs[buf["name"]] = grid
                 logical = grid[tuple(slice(0, n) for n in dims[buf["name"]][0])]
-                _store(tensors[buf["param_index"]], np.ascontiguousarray(logical), buf["format"])
+                _store(tensors[buf["param_index"]], np.ascontiguousarray(logical),
+                       "Float32" if buf["format"] in BLOCK_FLOAT else buf["format"])
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["wall_seconds"] = seconds
     report["backend"] = "tt-sim (CPU emulator)" if chosen == "sim" else f"device via {hardware.sdk_home()}"

@@ -1,15 +1,38 @@
 """TileLang dtypes <-> TT-Metalium data formats: a thin API over the hardware table in ``device.py``."""
 
-from .device import FORMATS, DataFormat
+from .device import BLOCK_FLOAT_STORAGE, FORMATS, READ_ONLY_FORMATS, TILE_FORMATS, DataFormat
 from .errors import TTUnsupportedError
 
-__all__ = ["FORMATS", "DataFormat", "data_format"]
+__all__ = ["FORMATS", "TILE_FORMATS", "DataFormat", "data_format", "tensor_format"]
 
 
 def data_format(dtype, construct: str = "dtype", source: str | None = None) -> DataFormat:
     key = str(dtype)
     if key not in FORMATS:
+        extra = ""
+        if key in READ_ONLY_FORMATS:
+            extra = (f"; {key} tensors are read-only weights (stored as {READ_ONLY_FORMATS[key]}) that a T.Parallel "
+                     f"casts to a float dtype, never a computed result")
         raise TTUnsupportedError(
-            f"dtype {key!r} has no supported TT data format", construct=construct, source=source,
-            fix=f"use one of {sorted(FORMATS)}")
+            f"dtype {key!r} has no supported TT data format{extra}", construct=construct, source=source,
+            fix=f"compute and store results in one of {sorted(FORMATS)}")
     return FORMATS[key]
+
+
+def tensor_format(dtype, annotated: str | None, io: str, construct: str, source: str | None = None) -> DataFormat:
+    """The tile format of a tensor: ``annotated`` (T.TTShard(format=...)) if given, else its dtype's format.
+    ``io``: "input" for tensors the kernel only reads (int8 allowed), else "output"."""
+    key = str(dtype)
+    if annotated:
+        allowed = BLOCK_FLOAT_STORAGE.get(key, ())
+        if annotated not in allowed:
+            raise TTUnsupportedError(
+                f"a {key} tensor cannot be stored as {annotated}", construct=construct, source=source,
+                fix=f"{key} tensors may be stored as {list(allowed)}" if allowed else
+                    "store block-float tensors as bfloat16 / float32 / int8 in TileLang")
+        if key == "int8" and io != "input":
+            data_format(dtype, construct, source)   # the read-only error
+        return TILE_FORMATS[annotated]
+    if key in READ_ONLY_FORMATS and io == "input":
+        return TILE_FORMATS[READ_ONLY_FORMATS[key]]
+    return data_format(dtype, construct, source)

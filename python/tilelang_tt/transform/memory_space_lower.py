@@ -35,9 +35,9 @@ import tvm
 from tvm import tirx
 
 from .. import attrs
-from ..device import DeviceProfile
+from ..device import TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
-from ..formats import data_format
+from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
 from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
                      tile_op_call, tile_shape_2d, tilelang_text)
@@ -72,6 +72,7 @@ class _Lowerer(ParallelLower):
         self.events: list[tuple[str, str]] = []       # (buffer, "def" by the reader | "use"), in program order
         self.scalars: dict = {}                       # let-bound float constants
         self.scratch: set[str] = set()                # compute scratch CBs (transposed operands)
+        self.cb_formats: dict[str, str] = {}          # CB name -> the tile format of the tensor it moves (Bfp8_b ...)
 
     # -- buffers ---------------------------------------------------------------------------------------
     def tensor_index(self, buf: tirx.Buffer) -> int:
@@ -112,6 +113,30 @@ class _Lowerer(ParallelLower):
         return buf
 
     # -- copies ----------------------------------------------------------------------------------------
+    def tensor_cb_format(self, tensor: tirx.Buffer, cb_name: str, io: str, window, what: str):
+        """A CB the reader fills from / the writer drains to a tensor stored in a block-float format (int8
+        weights, T.TTShard(format=...)) has that format: the unpacker expands it to BF16, the packer rounds into it."""
+        shards = self.func.attrs.get(attrs.SHARDS, {})
+        annotated = shards[tensor.name].get("format") if tensor.name in shards else None
+        fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
+        if fmt.kind != "bfp":
+            return
+        if any(int(window[2 * k + 1]) != TILE for k in range(2)):
+            raise TTUnsupportedError(f"{what}: a block smaller than a tile of {tensor.name}, stored as {fmt.name}",
+                                     construct=what, source=self.src,
+                                     fix="move whole 32x32 tiles of block-float tensors (the shared exponents cover "
+                                         "16-element face rows)")
+        pad = self.func.attrs[attrs.PADDING].get(tensor.name) if attrs.PADDING in self.func.attrs else None
+        if pad is not None and ("row_pad" in pad or [str(d) for d in pad["view"]] != [str(d) for d in pad["padded"]]):
+            raise TTUnsupportedError(
+                f"{tensor.name} of shape {[str(d) for d in pad['logical']]} is stored as {fmt.name} but is not whole "
+                "32x32 tiles", construct=f"tensor {tensor.name}", source=self.src,
+                fix="give block-float (and int8) tensors dimensions that are multiples of 32, or store them as bfloat16")
+        have = self.cb_formats.setdefault(cb_name, fmt.name)
+        if have != fmt.name:
+            raise TTUnsupportedError(f"{what}: {cb_name} moves tiles of {have} and of {fmt.name}", construct=what,
+                                     source=self.src, fix="use one tile buffer per tensor format")
+
     def tile_coords(self, region, what: str):
         """(tile_row, tile_col, rows, cols, window) of a 2-D tensor window: whole tiles at tile-aligned offsets,
         or a window inside one tile (extent < 32 that cannot straddle: 32 % extent == 0 and offset % extent == 0);
@@ -184,6 +209,7 @@ class _Lowerer(ParallelLower):
             self._check_block(target, rows, cols, what)
             self.placements.pop(target.name, None)
             self.placement(target.name, window, what)
+            self.tensor_cb_format(src.buffer, target.name, "input", window, what)
             return call(TTOps.read_block, self.cb_index_placeholder(target), self.tensor_index(src.buffer), r, c0, rows,
                         cols, *window, note=note)
         source = self.current(src.buffer)
@@ -201,11 +227,13 @@ class _Lowerer(ParallelLower):
                 self.cbs[out.name].consumer.add("writer")
                 info.consumer.add("compute")
                 self.inherit(out.name, source.name)
+                self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
                 return tirx.SeqStmt([
                     call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, [0, 0]), note=note),
                     call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows,
                          cols, *window, note=note)])
             info.consumer.add("writer")
+            self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
             return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
                         rows, cols, *window, note=note)
         self.check_whole(src, what)
@@ -469,7 +497,8 @@ class _Lowerer(ParallelLower):
             else:
                 role, depth = "output", 2
             index = self._allocate_index(role, used)
-            fmt = data_format(buf.dtype, f"tile buffer {name}", self.src)
+            fmt = TILE_FORMATS[self.cb_formats[name]] if name in self.cb_formats else \
+                data_format(buf.dtype, f"tile buffer {name}", self.src)
             rows_e, cols_e = static_shape(buf, self.src)
             rows, cols = tile_shape_2d((rows_e, cols_e))
             block_tiles = rows * cols

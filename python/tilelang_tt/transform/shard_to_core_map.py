@@ -90,7 +90,7 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> t
                                                 construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
                                                 fix='use placement="DRAM"')
                     n *= int(d)
-                nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).element_bytes
+                nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).datum_bits // 8
                 budget = int(func.attrs[attrs.SCHEDULE]["num_cores"]) * l1_bytes // 2
                 if nbytes > budget:
                     raise TTAnnotationError(

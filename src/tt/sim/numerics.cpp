@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "sim_internal.hpp"
+#include "tt_sim/blockfloat.hpp"
 
 namespace tt_sim {
 
@@ -111,7 +112,9 @@ inline float round_to(float v, uint8_t fmt) {
 }  // namespace
 
 void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
-    if (fmt == kFloat32) {
+    if (bfp::is_bfp(fmt)) {
+        bfp::unpack_bfp_tile(src, fmt, out);   // BFP8ToBF16: exact BF16 values (blockfloat.cpp)
+    } else if (fmt == kFloat32) {
         std::memcpy(out, src, tile_bytes(kFloat32));
     } else if (fmt == kFloat16_b) {
         const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
@@ -123,7 +126,9 @@ void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
 }
 
 void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst) {
-    if (fmt == kFloat32) {
+    if (bfp::is_bfp(fmt)) {
+        bfp::pack_bfp_tile(in, fmt, dst);      // the packer's E8M6 + shared-exponent rounding (blockfloat.cpp)
+    } else if (fmt == kFloat32) {
         std::memcpy(dst, in, tile_bytes(kFloat32));
     } else if (fmt == kFloat16_b) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
