@@ -305,6 +305,15 @@ class ParallelLower:
             have = self.placements.get(name, (None, None))
             extent = static_shape(self.cbs[name].buffer)
             for axis, (w, h) in enumerate(zip(want, have)):
+                if w is None and h is not None and extent[axis] == 1 and not self.analyzer.can_prove(h == 0):
+                    # broadcast against whole tiles: the FPU / unary_bcast spread the tile's first row (column)
+                    raise TTUnsupportedError(
+                        f"{name} is one {['row', 'column'][axis]} at {['row', 'column'][axis]} {h} of its tile, "
+                        f"broadcast over the whole tiles of {dst}: TT broadcasts only the tile's first "
+                        f"{['row', 'column'][axis]}", construct=what, source=self.src,
+                        fix="read the broadcast vector from a tensor offset that is a multiple of 32 along that axis "
+                            "(e.g. per-group scales stored one group per 32 rows: Scale[g * 32, n]), or as a 1-D "
+                            "tensor indexed by the loop variable")
                 if w is None or h is None or self.analyzer.can_prove(w == h):
                     continue
                 if extent[axis] == 1 and self.analyzer.can_prove(h == 0):

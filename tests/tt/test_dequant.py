@@ -1,0 +1,218 @@
+"""Dequantize GEMMs and block-float weights (examples/dequant_kernels.py) on tt-sim, against torch.
+
+Numeric model (TT_KERNEL_PATTERNS.md 4.4, 5.2): matmul_tiles puts in1 (weights) in SrcA and in0 (activations) in
+SrcB. At HiFi2 (phases 0-1) SrcB keeps the top 7 significant bits of each activation (truncated) and SrcA's weights
+are exact (bf16 / Bfp8_b / Bfp4_b: at most 8 significant bits, SrcA hi+lo = 10); LoFi keeps 5 weight bits, so Bfp4_b
+weights (3 bits) are exact at LoFi. DST accumulates in fp32 and the packer rounds to bf16. The dequant multiply
+``int8 * scale[vector]`` runs on the FPU with the scale broadcast from SrcB: 7 bits of the scale, exact product,
+rounded to bf16 when packed. Tolerances:
+* against that model written here in torch (independent of the emulator): half a bf16 ulp of the result
+  (the packer's rounding) plus 2^-16 of sum|a||w| (fp32 accumulation order);
+* against torch's fp32 matmul of the dequantized weights: relative Frobenius error <= 2^-6 (activation
+  truncation <= 2^-6 per product, scale truncation <= 2^-6, bf16 roundings 2^-8 each; Frobenius, not max);
+* block-float weights against the *unquantized* bf16 weights: the format's bound |q - x| <= 2^-(W-1) max|block|
+  (docs/formats.md) on top, i.e. <= 2^-5 for Bfp8_b, <= 2^-2 + 2^-6 for Bfp4_b.
+The quantized weights are computed by the scalar reference encoder of test_blockfloat.py (written from the
+format description), not by blockfloat.py.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tilelang
+import tilelang_tt  # noqa: F401
+from tilelang_tt.errors import TTUnsupportedError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from examples import dequant_kernels as D  # noqa: E402
+from tests.tt.test_blockfloat import W_OF, ref_decode_datum, ref_encode_block  # noqa: E402
+
+M, N, K = 128, 128, 256   # a 2x2 block grid (a 2x1 one hits an unused kLatticeRows in host.cpp.j2)
+
+
+def ref_quantize(mat: torch.Tensor, fmt: str) -> torch.Tensor:
+    """Host rounding of a row-major matrix to Bfp: every 16 consecutive elements of a row share an exponent."""
+    x = mat.float().numpy()
+    bits = x.view(np.uint32)
+    out = np.empty_like(bits)
+    w = W_OF[fmt]
+    for r in range(x.shape[0]):
+        for c0 in range(0, x.shape[1], 16):
+            shared, codes = ref_encode_block([int(b) for b in bits[r, c0:c0 + 16]], w, "host")
+            out[r, c0:c0 + 16] = [ref_decode_datum(code, shared, w, "host") for code in codes]
+    return torch.from_numpy(out.view(np.float32).copy())
+
+
+def trunc(x: torch.Tensor, keep: int) -> torch.Tensor:
+    """Keep ``keep`` significant bits of each float (SrcA/SrcB fidelity masks), truncating."""
+    u = x.float().contiguous().view(torch.int32)
+    return (u & ~((1 << (24 - keep)) - 1)).view(torch.float32)
+
+
+def bf16_away(x: torch.Tensor) -> torch.Tensor:
+    """The packer's fp32 -> bf16: nearest, ties away from zero (finite normal values)."""
+    u = x.float().contiguous().view(torch.int32)
+    s = u & torch.tensor(-2 ** 31, dtype=torch.int32)
+    mag = (u & 0x7FFFFFFF) + 0x8000
+    return ((s | mag) & ~0xFFFF).view(torch.float32)
+
+
+def check_model(c, a, w, act_bits=7, w_bits=8):
+    model = trunc(a, act_bits) @ trunc(w, w_bits)
+    scale = (a.float().abs() @ w.float().abs())
+    ulp = torch.ldexp(torch.ones_like(model), torch.frexp(model)[1] - 8)   # bf16 ulp of |model|
+    err = (c.float() - model).abs()
+    bound = ulp / 2 + scale * 2 ** -16
+    assert bool((err <= bound).all()), f"max excess {(err - bound).max().item()}"
+    return err.max().item()
+
+
+def rel_fro(c, ref):
+    return ((c.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.fixture(scope="module")
+def act():
+    torch.manual_seed(0)
+    return torch.randn(M, K, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("fmt,fidelity", [("Bfp8_b", None), ("Bfp4_b", None), ("Bfp4_b", "LoFi"),
+                                          ("Bfp8_b", "LoFi")])
+def test_bfp_weight_gemm(act, fmt, fidelity):
+    torch.manual_seed(1)
+    b = torch.randn(K, N, dtype=torch.bfloat16)
+    kernel = tilelang.compile(D.bfp_gemm(M, N, K, fmt, math_fidelity=fidelity), target="tt")
+    plan = kernel.plan
+    assert plan["math_fidelity"] == (fidelity or "HiFi2")      # ttnn's default for bf16 x bfp: HiFi2
+    bufs = {x["name"]: x for x in plan["buffers"]}
+    from tilelang_tt.device import TILE_FORMATS
+    assert bufs["B"]["format"] == fmt and bufs["B"]["page_size"] == TILE_FORMATS[fmt].tile_bytes
+    assert bufs["B"]["bytes"] == (K // 32) * (N // 32) * TILE_FORMATS[fmt].tile_bytes
+    cb = {x["name"]: x for x in plan["cbs"]}["B_shared"]
+    assert cb["format"] == fmt and cb["page_size"] == TILE_FORMATS[fmt].tile_bytes
+    assert f"tt::DataFormat::{fmt}" in (Path(kernel.artifact_dir) / "host.cpp").read_text()
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, b, c)
+    bq = ref_quantize(b, fmt)
+    w_bits = 5 if fidelity == "LoFi" else 8
+    check_model(c, act, bq, w_bits=w_bits)
+    assert rel_fro(c, act.float() @ bq) <= (2 ** -6 if w_bits == 8 or fmt == "Bfp4_b" else 2 ** -4)
+    fmt_bound = 2 ** -(W_OF[fmt] - 1)
+    assert rel_fro(c, act.float() @ b.float()) <= fmt_bound + 2 ** -6
+
+
+def test_bfp4_lofi_equals_hifi2(act):
+    # Bfp4_b weights have 3 significant bits: SrcA's LoFi half already holds them, so HiFi2's second phase adds 0.
+    torch.manual_seed(2)
+    b = torch.randn(K, N, dtype=torch.bfloat16)
+    outs = []
+    for fid in ("LoFi", "HiFi2"):
+        c = torch.empty(M, N, dtype=torch.bfloat16)
+        tilelang.compile(D.bfp_gemm(M, N, K, "Bfp4_b", math_fidelity=fid), target="tt")(act, b, c)
+        outs.append(c)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_dequant_int8_per_channel(act):
+    torch.manual_seed(3)
+    b = torch.randint(-127, 128, (N, K), dtype=torch.int8)
+    s = (torch.rand(N) * 0.02 + 0.001).to(torch.bfloat16)
+    kernel = tilelang.compile(D.dequant_gemm_int8(M, N, K), target="tt")
+    bufs = {x["name"]: x for x in kernel.plan["buffers"]}
+    assert (bufs["B"]["dtype"], bufs["B"]["format"]) == ("int8", "Bfp8_b")
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, b, s, c)
+    w_model = bf16_away(b.float() * trunc(s, 7)[:, None])
+    check_model(c, act, w_model.T)
+    ref = act.float() @ (b.to(torch.bfloat16) * s[:, None]).float().T
+    assert rel_fro(c, ref) <= 2 ** -6
+
+
+def test_dequant_int8_per_group(act):
+    torch.manual_seed(4)
+    g = 128
+    b = torch.randint(-127, 128, (K, N), dtype=torch.int8)
+    s = (torch.rand(K // g, N) * 0.02 + 0.001).to(torch.bfloat16)
+    sp = torch.zeros(K // g * 32, N, dtype=torch.bfloat16)
+    sp[::32] = s
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    tilelang.compile(D.dequant_gemm_int8_grouped(M, N, K, group_size=g), target="tt")(act, b, sp, c)
+    s_full = s.repeat_interleave(g, 0)
+    check_model(c, act, bf16_away(b.float() * trunc(s_full, 7)))
+    ref = act.float() @ (b.to(torch.bfloat16) * s_full).float()
+    assert rel_fro(c, ref) <= 2 ** -6
+
+
+def test_int8_weights_hold_every_value_in_range():
+    # int8 stored as Bfp8_b: every integer of [-127, 127] survives, whatever its row's maximum
+    torch.manual_seed(5)
+    b = torch.randint(-127, 128, (64, 64), dtype=torch.int8)
+    b[:, :16] = torch.randint(-3, 4, (64, 16), dtype=torch.int8)     # rows with small maxima
+    from tilelang_tt import emulator
+    raw = emulator.to_block_float(b, {"format": "Bfp8_b"}, (64, 64), (64, 64))
+    rows = []
+    for t in range(raw.size // 1088):   # decode with the reference decoder: tile t, datum k
+        tile = raw[t * 1088:(t + 1) * 1088]
+        rows.append([ref_decode_datum(int(tile[64 + k]), int(tile[k // 16]), 7, "host") for k in range(1024)])
+    vals = np.array(rows, dtype=np.uint32).view(np.float32)
+    from tilelang_tt.blockfloat import untilize
+    assert np.array_equal(untilize(vals, (64, 64)), b.numpy().astype(np.float32))
+
+
+def test_int8_result_is_refused():
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((64, 64), "int8"), C: T.Tensor((64, 64), "int8")):
+        with T.Kernel(2, 2) as (bx, by):
+            s = T.alloc_shared((32, 32), "int8")
+            T.copy(A[by * 32, bx * 32], s)
+            T.copy(s, C[by * 32, bx * 32])
+    with pytest.raises(TTUnsupportedError, match=r"dtype 'int8' has no supported TT data format; int8 tensors are "
+                                                 r"read-only weights"):
+        tilelang.compile(f, target="tt")
+
+
+def test_packed_int4_is_refused_with_the_fix():
+    with pytest.raises(TTUnsupportedError) as e:
+        tilelang.compile(D.dequant_gemm_packed_int4(M, N, K), target="tt")
+    text = str(e.value)
+    assert "tensor B: dtype 'uint8'" in text and "shifts and masks in a T.Parallel" in text
+    assert re.search(r"dequant_kernels\.py:\d+", text) and "TTShard(format='Bfp4_b')" in text
+
+
+def test_per_group_scale_row_off_tile_start_is_refused():
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "int8"), S: T.Tensor((K // 64, N), "bfloat16"),
+          C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // 64, M // 64) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "bfloat16")
+            B_s = T.alloc_shared((64, 64), "int8")
+            B_d = T.alloc_shared((64, 64), "bfloat16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.serial(K // 64):
+                T.copy(A[by * 64, k * 64], A_s)
+                T.copy(B[k * 64, bx * 64], B_s)
+                for i, j in T.Parallel(64, 64):
+                    B_d[i, j] = B_s[i, j].astype("bfloat16") * S[k, bx * 64 + j]
+                T.gemm(A_s, B_d, C_l)
+            T.copy(C_l, C[by * 64, bx * 64])
+    with pytest.raises(TTUnsupportedError, match=r"broadcast over the whole tiles of .*TT broadcasts only the "
+                                                 r"tile's first row"):
+        tilelang.compile(f, target="tt")
+
+
+def test_bad_format_annotation():
+    from tilelang_tt.errors import TTAnnotationError
+    import tilelang.language as T
+    with pytest.raises(TTAnnotationError, match=r"format='Bfp2_b' is not one of \['Bfp4_b', 'Bfp8_b'\]"):
+        T.TTShard(format="Bfp2_b")
