@@ -396,6 +396,32 @@ def plan_fidelity(plan: dict) -> str:
     return plan["kernels"]["compute"].get("math_fidelity", plan.get("math_fidelity", "HiFi4"))
 
 
+def block_float_saving(plan: dict) -> dict:
+    """DRAM bytes of the block-float tensors (Bfp8_b / Bfp4_b weights, int8 stored as Bfp8_b) against the same
+    tensors in bf16, per tensor and in total (tile bytes from device.TILE_FORMATS: 1088 / 576 vs 2048). The
+    reads of those tensors shrink in the same ratio (the counts above are bytes of the pages actually read)."""
+    from .device import TILE_FORMATS
+
+    bf16 = TILE_FORMATS["Float16_b"].tile_bytes
+    rows = []
+    for b in plan["buffers"]:
+        f = TILE_FORMATS.get(b["format"])
+        if f is None or f.kind != "bfp" or not isinstance(b["num_pages"], int):
+            continue
+        rows.append({"tensor": b["name"], "format": f.name, "bytes": b["num_pages"] * f.tile_bytes,
+                     "bytes_as_bf16": b["num_pages"] * bf16, "ratio": f.tile_bytes / bf16})
+    total = sum(r["bytes"] for r in rows)
+    as_bf16 = sum(r["bytes_as_bf16"] for r in rows)
+    return {"tensors": rows, "bytes": total, "bytes_as_bf16": as_bf16, "saved_bytes": as_bf16 - total}
+
+
+def _with_saving(model: dict, plan: dict) -> dict:
+    saving = block_float_saving(plan)
+    if saving["tensors"]:
+        model["block_float_dram"] = saving
+    return model
+
+
 def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
     """The compile-time model (static counts); never raises: an unmodelable kernel gets ``error``."""
     artifact_dir = Path(artifact_dir)
@@ -406,7 +432,7 @@ def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
     except (StaticCountError, KeyError, ValueError, SyntaxError) as err:
         return {"label": LABEL, "arch": arch, "error": f"static counts unavailable: {err}; run the kernel "
                                                       "(protocol_only=True is enough) for a counter-based model"}
-    return evaluate(works, arch, plan_fidelity(plan), "static (tt.program.txt x plan mapping)")
+    return _with_saving(evaluate(works, arch, plan_fidelity(plan), "static (tt.program.txt x plan mapping)"), plan)
 
 
 def model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
@@ -422,8 +448,8 @@ def model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
         works = []
     if not works:
         return model_for_artifact(artifact_dir, plan)
-    return evaluate(works, arch, plan_fidelity(plan), "emulator counters" + (" (protocol-only run)"
-                                                                            if report.get("protocol_only") else ""))
+    return _with_saving(evaluate(works, arch, plan_fidelity(plan), "emulator counters" + (
+        " (protocol-only run)" if report.get("protocol_only") else "")), plan)
 
 
 def protocol_run(artifact_dir: Path, plan: dict | None = None) -> dict:

@@ -216,3 +216,21 @@ def test_bad_format_annotation():
     import tilelang.language as T
     with pytest.raises(TTAnnotationError, match=r"format='Bfp2_b' is not one of \['Bfp4_b', 'Bfp8_b'\]"):
         T.TTShard(format="Bfp2_b")
+
+
+def test_perf_model_reports_block_float_dram_saving():
+    from tilelang_tt import perf_model
+    from tilelang_tt.device import TILE_FORMATS
+
+    models = {}
+    for fmt in ("Bfp8_b", "Bfp4_b"):
+        kernel = tilelang.compile(D.bfp_gemm(M, N, K, fmt), target="tt")
+        models[fmt] = perf_model.model_for_artifact(kernel.artifact_dir, kernel.plan)
+    tiles = (K // 32) * (N // 32)
+    for fmt in ("Bfp8_b", "Bfp4_b"):
+        saving = models[fmt]["block_float_dram"]
+        assert saving["tensors"][0]["tensor"] == "B"
+        assert saving["bytes"] == tiles * TILE_FORMATS[fmt].tile_bytes
+        assert saving["saved_bytes"] == tiles * (TILE_FORMATS["Float16_b"].tile_bytes - TILE_FORMATS[fmt].tile_bytes)
+    # the DRAM reads of the whole kernel shrink by B's re-reads: Bfp4_b reads fewer bytes than Bfp8_b
+    assert models["Bfp4_b"]["dram_read_bytes"] < models["Bfp8_b"]["dram_read_bytes"]
