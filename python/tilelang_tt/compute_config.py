@@ -1,7 +1,9 @@
 """The compute kernel's math fidelity and fp32 DST accumulation: the user's choice, or ttnn's default.
 
 Precedence: ``T.annotate_tt_compute(...)`` in the kernel > target options (``"tt -math_fidelity=LoFi
--fp32_dest_acc=true"``) > defaults. The defaults follow ttnn's matmul (tt-metal
+-fp32_dest_acc=true"``) > defaults. A kernel without ``T.gemm`` (softmax, normalization, elementwise) defaults to
+HiFi4, as ttnn's softmax / layernorm / eltwise ops do (their reduce and ELWMUL products stay exact). Kernels with a
+GEMM follow ttnn's matmul (tt-metal
 ``ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp``, ``create_matmul_attributes``):
 HiFi2 for bf16 inputs, LoFi when every input is block-float (bfp8_b/bfp4_b), HiFi4 when every input is
 float32 — and HiFi4 when an input is float16 (ttnn has no fp16 matmul default; fp16's 10 mantissa bits need every
@@ -14,6 +16,7 @@ The resolved values are written to the function's ``tt.options`` and from there 
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 
 from . import attrs
@@ -79,11 +82,25 @@ def _storage(func: tirx.PrimFunc, buf) -> str:
     return (found[0] if found else READ_ONLY_FORMATS.get(str(buf.dtype), str(buf.dtype))).lower()
 
 
+def _has_gemm(func: tirx.PrimFunc) -> bool:
+    found = []
+
+    def visit(node):
+        if isinstance(node, tirx.Call) and isinstance(node.op, tvm.ir.Op) and node.op.name == "tl.tileop.gemm":
+            found.append(node)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return bool(found)
+
+
 def resolve(func: tirx.PrimFunc, options) -> dict:
     """{"math_fidelity": str, "fp32_dest_acc": bool | None (None: TensorizeTT decides), "source": ...}."""
     ann = annotation(func)
     inputs = [_storage(func, func.buffer_map[p]) for p in func.params if p in func.buffer_map]
-    fidelity, source = ttnn_default_fidelity(inputs), "ttnn default for the input formats"
+    if _has_gemm(func):
+        fidelity, source = ttnn_default_fidelity(inputs), "ttnn matmul default for the input formats"
+    else:   # ttnn's softmax / normalization / eltwise ops default to HiFi4: reduce and ELWMUL products stay exact
+        fidelity, source = "HiFi4", "ttnn default for kernels without a matmul"
     if options.math_fidelity is not None:
         fidelity, source = options.math_fidelity, "target option"
     if "math_fidelity" in ann:
