@@ -13,7 +13,7 @@ def data_format(dtype, construct: str = "dtype", source: str | None = None) -> D
         if key in READ_ONLY_FORMATS:
             extra = (f"; {key} tensors are read-only weights (stored as {READ_ONLY_FORMATS[key]}) that a T.Parallel "
                      f"casts to a float dtype, never a computed result")
-        fix = f"compute and store results in one of {sorted(FORMATS)}"
+        fix = f"use one of {sorted(FORMATS)}"
         if key == "uint8":     # TileLang's packed int4 weights: two per byte, unpacked with >> and & in T.Parallel
             extra = ("; packed sub-byte weights (two int4 per uint8, unpacked with shifts and masks in a T.Parallel) "
                      "have no TT lowering: the unpacker reads whole tiles of one format, and the SFPU has no "
