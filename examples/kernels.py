@@ -303,9 +303,10 @@ def mlp(M: int = 256, D: int = 128, H: int = 256, block_M: int = 32, dtype: str 
 
 def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: int = 256, dim: int = 64,
                     kv_heads: int | None = None, is_causal: bool = False, block_M: int = 64, block_N: int = 64,
-                    num_stages: int = 1, dtype: str = "bfloat16"):
-    """FlashAttention forward in the form of TileLang's example_mha_fwd_bhsd.py: Q, K, V as
-    [batch, heads, seq, dim], the online softmax with exp2 and log2(e) folded into the scale, the output
+                    num_stages: int = 1, dtype: str = "bfloat16", layout: str = "bhsd"):
+    """FlashAttention forward in the form of TileLang's example_mha_fwd_bhsd.py (``layout="bhsd"``: Q, K, V as
+    [batch, heads, seq, dim]) and example_mha_fwd_bshd.py (``layout="bshd"``: [batch, seq, heads, dim]);
+    the online softmax with exp2 and log2(e) folded into the scale, the output
     accumulator rescaled in place and P.V as a GEMM on the on-chip probabilities. kv_heads < heads is
     grouped-query attention (query head h reads K/V head h // (heads // kv_heads)). Causal: K/V blocks above the
     diagonal are not visited (the loop's trip count depends on bx) and the score block is initialised with the
@@ -314,8 +315,13 @@ def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: in
     past_len = seq_kv - seq_q
     groups = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # log2(e)
-    q_shape, kv_shape = [batch, heads, seq_q, dim], [batch, kv_heads, seq_kv, dim]
+    bshd = layout == "bshd"
+    q_shape = [batch, seq_q, heads, dim] if bshd else [batch, heads, seq_q, dim]
+    kv_shape = [batch, seq_kv, kv_heads, dim] if bshd else [batch, kv_heads, seq_kv, dim]
     accum_dtype = "float"
+
+    def rows(t, b, h, lo, n):     # the [n, dim] block of head h, rows lo..lo+n, in either layout
+        return t[b, lo:lo + n, h, :] if bshd else t[b, h, lo:lo + n, :]
 
     @T.prim_func
     def main(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype),
@@ -334,14 +340,14 @@ def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: in
             scores_sum = T.alloc_fragment([block_M], accum_dtype)
             logsum = T.alloc_fragment([block_M], accum_dtype)
 
-            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_shared)
+            T.copy(rows(Q, bz, by, bx * block_M, block_M), Q_shared)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
             T.fill(scores_max, -T.infinity(accum_dtype))
             loop_range = (T.min(T.ceildiv(seq_kv, block_N), T.ceildiv((bx + 1) * block_M + past_len, block_N))
                           if is_causal else T.ceildiv(seq_kv, block_N))
             for k in T.Pipelined(loop_range, num_stages=num_stages):
-                T.copy(K[bz, by // groups, k * block_N:(k + 1) * block_N, :], K_shared)
+                T.copy(rows(K, bz, by // groups, k * block_N, block_N), K_shared)
                 if is_causal:
                     for i, j in T.Parallel(block_M, block_N):
                         q_idx = bx * block_M + i + past_len
@@ -363,11 +369,11 @@ def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: in
                 T.copy(acc_s, acc_s_cast)
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= scores_scale[i]
-                T.copy(V[bz, by // groups, k * block_N:(k + 1) * block_N, :], V_shared)
+                T.copy(rows(V, bz, by // groups, k * block_N, block_N), V_shared)
                 T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= logsum[i]
             T.copy(acc_o, O_shared)
-            T.copy(O_shared, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])
+            T.copy(O_shared, rows(Output, bz, by, bx * block_M, block_M))
 
     return main

@@ -10,6 +10,8 @@ SHARDING_ANNOTATION = "tt.sharding_annotation"
 COMPUTE_ANNOTATION = "tt.compute_annotation"      # T.annotate_tt_compute: math fidelity, fp32 accumulation
 
 # PrimFunc attributes written by the passes.
+SDPA = "tt.sdpa"                      # SDPAFusionTT: the attention structure and its work split
+SUPER_BLOCK = "tt.super_block"        # SuperBlockTT: user blocks fused per core, how multicast was chosen
 GRID = "tt.grid"                      # GridToPersistentTT: [grid_y, grid_x]
 SCHEDULE = "tt.schedule"              # GridToPersistentTT: policy/order/... and per-core mapping
 RUNTIME_ARGS = "tt.runtime_args"      # GridToPersistentTT: names of the per-core schedule args
@@ -28,6 +30,6 @@ LOWERED = "tt.lowered"                # pipeline: the function as the TT passes 
 PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by GridToPersistentTT
 
 ALL_KEYS = (
-    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
-    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP,
+    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
+    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, SUPER_BLOCK,
 )

@@ -14,6 +14,7 @@ _BIT_OPS = {"tirx.shift_right": ">>", "tirx.shift_left": "<<", "tirx.bitwise_and
 _BIN = {tirx.Add: "+", tirx.Sub: "-", tirx.Mul: "*", tirx.FloorDiv: "/", tirx.FloorMod: "%", tirx.Div: "/",
         tirx.Mod: "%"}
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+_CMP = {tirx.EQ: "==", tirx.NE: "!=", tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">="}
 
 
 def cexpr(e, names: dict | None = None, prec: int = 0) -> str:
@@ -41,5 +42,10 @@ def cexpr(e, names: dict | None = None, prec: int = 0) -> str:
         a, b = cexpr(e.a, names, 3), cexpr(e.b, names, 3)
         cmp = "<" if isinstance(e, tirx.Min) else ">"
         return f"({a} {cmp} {b} ? {a} : {b})"
+    for cls, sym in _CMP.items():
+        if isinstance(e, cls):
+            return f"({cexpr(e.a, names, 3)} {sym} {cexpr(e.b, names, 3)})"
+    if isinstance(e, tirx.Select):
+        return f"({cexpr(e.condition, names, 3)} ? {cexpr(e.true_value, names, 3)} : {cexpr(e.false_value, names, 3)})"
     raise TTLoweringError(f"cannot print {type(e).__name__} `{e}` as a C++ index expression",
                           construct="index expression")

@@ -184,6 +184,8 @@ def _buffers(ctx: _Context, program) -> list:
                     "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
                     "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
                     "io": io, "shard": shard})
+        if "row_pad" in padding[buf.name]:
+            out[-1]["row_pad"] = _plain(padding[buf.name]["row_pad"])
     return out
 
 
@@ -218,6 +220,10 @@ def _plan(ctx: _Context, program) -> dict:
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
     }
+    if attrs.SDPA in ctx.func.attrs:
+        plan["sdpa"] = _plain(ctx.func.attrs[attrs.SDPA])
+    if attrs.SUPER_BLOCK in ctx.func.attrs:
+        plan["super_block"] = _plain(ctx.func.attrs[attrs.SUPER_BLOCK])
     if program.multicast:
         plan["multicast"] = program.multicast
     plan_mod.validate(plan)

@@ -186,6 +186,25 @@ def _scalar_bits(value, dtype: str) -> int:
     return int(value) & 0xFFFFFFFF
 
 
+def _pad_rows(arr: np.ndarray, buf: dict) -> np.ndarray:
+    """A tensor whose matrices the plan pads (``row_pad``): each one's rows zero-padded to ``padded_rows``."""
+    pad = buf.get("row_pad")
+    if not pad:
+        return arr
+    grouped = arr.reshape(pad["outer"], pad["rows"], -1)
+    out = np.zeros((pad["outer"], pad["padded_rows"], grouped.shape[2]), dtype=arr.dtype)
+    out[:, :pad["rows"]] = grouped
+    return out
+
+
+def _unpad_rows(view: np.ndarray, buf: dict) -> np.ndarray:
+    """The inverse of :func:`_pad_rows` on the 2-D view: the tensor's rows of each matrix."""
+    pad = buf.get("row_pad")
+    if not pad:
+        return view
+    return view.reshape(pad["outer"], pad["padded_rows"], -1)[:, :pad["rows"]].reshape(-1, view.shape[-1])
+
+
 def _eval_dim(d, shapes: dict[str, int]) -> int:
     """A plan dimension: an int, a symbolic dimension's name, or a C++ product/sum of them (a folded view)."""
     if isinstance(d, int):
@@ -259,7 +278,8 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
             if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
                 to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
             elif buf["io"] in ("input", "inout"):
-                raw = pad_to(_to_numpy(value, buf["format"]).reshape(view), dims[buf["name"]][1], buf["format"])
+                raw = pad_to(_pad_rows(_to_numpy(value, buf["format"]), buf).reshape(view), dims[buf["name"]][1],
+                             buf["format"])
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         if shapes:
             (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))
@@ -293,7 +313,7 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
                     raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
                     grid = untilize(raw, dims[buf["name"]][1])
                 padded_outputs[buf["name"]] = grid
-                logical = grid[tuple(slice(0, n) for n in dims[buf["name"]][0])]
+                logical = _unpad_rows(grid[tuple(slice(0, n) for n in dims[buf["name"]][0])], buf)
                 _store(tensors[buf["param_index"]], np.ascontiguousarray(logical),
                        "Float32" if buf["format"] in BLOCK_FLOAT else buf["format"])
         report = json.loads(report_path.read_text()) if report_path.exists() else {}

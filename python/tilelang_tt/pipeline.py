@@ -2,8 +2,12 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> MemorySpaceLowerTT
+    BindTarget -> SDPAFusionTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> mark as device kernel
+
+SDPAFusionTT (the design's phase-1 attention pass) runs first because what it decides for FlashAttention is the
+work split (the order of Q chunks, pairs per core) that GridToPersistentTT turns into the persistent loop, and
+the split of the K/V loop at the diagonal, which the general lowering then carries out.
 
 TT program passes (``build_program``, run by codegen on the tile program):
 
@@ -28,7 +32,9 @@ from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.memory_space_lower import memory_space_lower
+from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
+from .transform.super_block import super_block
 from .transform.tensorize import tensorize
 from .transform.tile_pad import tile_pad
 
@@ -46,6 +52,8 @@ def passes(options: TTOptions):
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
     seq = [
+        ("SDPAFusionTT", lambda f: sdpa_fusion(f, options)),
+        ("SuperBlockTT", lambda f: super_block(f, options)),
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
         ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x, dev.l1_usable_bytes)),
         ("TilePadTT", tile_pad),

@@ -4,7 +4,7 @@ Pure Python, shared by ``GridToPersistentTT`` (which emits the same mapping as T
 plan. Meanings:
 
 * ``contiguous``: core ``i`` gets one run ``[start_i, start_i + count_i)`` of block ids; counts differ by
-  at most one.
+  at most one (at most one granule when SDPAFusionTT asks for pairs).
 * ``strided``: core ``i`` gets ids ``first + i + n*step`` (defaults ``first=0``, ``step`` = cores, i.e.
   round-robin).
 * ``rect``: a lattice of ``H x W`` rectangles anchored at ``(by0, bx0)`` and clipped to the grid; core ``i``
@@ -107,6 +107,7 @@ def make_schedule_spec(policy="contiguous", order="row_major", rect=None, stride
                                     construct="T.annotate_tt_schedule(multicast=True)", fix='use policy="rect"')
     return ScheduleSpec(policy, order, rect_t, stride_t, chunk_k_tiles, qk_chunk_tiles, multicast)
 
+
 def lattice_rect(grid_y: int, grid_x: int, device_rows: int, device_cols: int, max_cores: int):
     """``H x W`` rectangles that tile the grid exactly (``H | grid_y``, ``W | grid_x``) on a lattice of at most
     ``device_rows x device_cols`` cores (and ``max_cores``): every core gets the same number of blocks, which
@@ -187,9 +188,26 @@ def default_rect(grid_y: int, grid_x: int, max_cores: int) -> tuple[int, int]:
     return best[1]
 
 
+def contiguous_split(total: int, cores: int, granule: int = 1) -> list[tuple[int, int]]:
+    """(start, count) per core of ``total`` block ids cut into runs of whole granules (``granule`` consecutive
+    ids; the last may be short), as evenly as possible over at most ``cores`` cores: granule counts differ by at
+    most one. SDPAFusionTT asks for granule 2 to keep zigzag pairs of Q chunks on one core."""
+    units = -(-total // granule)
+    n = min(cores, units)
+    base, extra = divmod(units, n)
+    out, unit = [], 0
+    for i in range(n):
+        size = base + (1 if i < extra else 0)
+        start = unit * granule
+        out.append((start, min(size * granule, total - start)))
+        unit += size
+    return out
+
+
 def build_schedule(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: int, device_cols: int,
-                   max_cores: int, source: str | None = None) -> Schedule:
-    """Assign every block of the grid to cores; raise TTScheduleError if any block is missed or doubled."""
+                   max_cores: int, source: str | None = None, granule: int = 1) -> Schedule:
+    """Assign every block of the grid to cores; raise TTScheduleError if any block is missed or doubled.
+    ``granule`` (contiguous policy) keeps runs of that many consecutive block ids on one core."""
     if grid_y <= 0 or grid_x <= 0:
         raise TTScheduleError(f"grid {grid_y}x{grid_x} has a non-positive extent", construct="T.Kernel grid",
                               source=source, fix="launch at least one block in each dimension")
@@ -200,15 +218,10 @@ def build_schedule(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: in
     common: dict[str, int] = {}
 
     if spec.policy == "contiguous":
-        n = min(usable, total)
-        base, extra = divmod(total, n)
-        start = 0
-        for i in range(n):
-            count = base + (1 if i < extra else 0)
+        for i, (start, count) in enumerate(contiguous_split(total, usable, granule)):
             w = CoreWork(_core_coord(i, device_cols), {"start_id": start, "count": count})
             w.blocks = [order_to_coord(b, grid_y, grid_x, k) for b in range(start, start + count)]
             cores.append(w)
-            start += count
         names = ("start_id", "count")
     elif spec.policy == "strided":
         first, step = spec.stride if spec.stride is not None else (0, min(usable, total))

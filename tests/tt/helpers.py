@@ -42,3 +42,40 @@ def blocks_of(plan):
             continue
         out += [(order_to_coord(i, grid_y, grid_x, k), tuple(m["core"])) for i in ids]
     return out
+
+
+def attention_ref(q, k, v, causal, layout):
+    """torch's SDPA (fp32) on [batch, heads, seq, dim]; causal with K/V longer than Q aligns the last query
+    with the last key (query i sees keys <= i + seq_kv - seq_q), as the kernel's past_len does."""
+    import torch
+    import torch.nn.functional as F
+
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    mask = None
+    if causal:
+        sq, skv = q.shape[2], k.shape[2]
+        mask = torch.arange(sq)[:, None] + (skv - sq) >= torch.arange(skv)[None, :]
+    out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
+                                         enable_gqa=q.shape[1] != k.shape[1])
+    return out.transpose(1, 2) if layout == "bshd" else out
+
+
+def attention_error_bound(q, k, v, ref, causal, layout):
+    """Element-wise bound of a FlashAttention kernel's error against torch's SDPA, from the error model of the
+    hardware (and the emulator): the probabilities are rounded to bf16 before P.V (as TileLang's example does in
+    fp16): |dp| <= 2^-8 p, which moves the output by at most 2^-8 * sum_j p_j |v_j| = 2^-8 * attention(|V|). The
+    fp32 scores and the row maxima reach the FPU as TF32 (2^-11 relative): the exponent of p moves by at most
+    2^-11 * scale * 2 * max|QK^T|, p by ln 2 times that, relatively. The output accumulator is rescaled through TF32
+    once per K/V chunk (2^-11 each) and rounded to bf16 at the end (2^-8 |out|). Hence
+    |err| <= 2^-8 |ref| + attention(|V|) * (2^-8 + 2^-11 * (2 ln2 * scale * max|QK^T| + chunks)).
+    (Decode steps average hundreds of values: a bound relative to max|ref| alone would be meaningless there.)"""
+    import math
+
+    qh, kh = (t.transpose(1, 2) if layout == "bshd" else t for t in (q, k))
+    kh = kh.float().repeat_interleave(qh.shape[1] // kh.shape[1], dim=1)
+    score_max = (qh.float() @ kh.transpose(-1, -2)).abs().max().item()
+    scale = q.shape[-1] ** -0.5 * math.log2(math.e)
+    chunks = -(-kh.shape[2] // 64)
+    rel = 2.0 ** -8 + 2.0 ** -11 * (2 * math.log(2) * scale * score_max + chunks)
+    return 2.0 ** -8 * ref.abs() + rel * attention_ref(q, k, v.abs(), causal, layout)

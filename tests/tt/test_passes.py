@@ -106,9 +106,9 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))
     lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
-    assert names == ["00_Input.py", "01_GridToPersistentTT.py", "02_TTShardToCoreMap.py", "03_TilePadTT.py",
-                     "04_MemorySpaceLowerTT.py", "05_TensorizeTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "05_TensorizeTT.py").read_text()
+    assert names == ["00_Input.py", "01_SDPAFusionTT.py", "02_GridToPersistentTT.py", "03_TTShardToCoreMap.py",
+                     "04_TilePadTT.py", "05_MemorySpaceLowerTT.py", "06_TensorizeTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "06_TensorizeTT.py").read_text()
 
 
 def test_passes_also_run_under_tvm_pass_manager():

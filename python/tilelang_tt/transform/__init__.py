@@ -2,8 +2,9 @@
 
 from .grid_to_persistent import GridToPersistentTT
 from .memory_space_lower import MemorySpaceLowerTT
+from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
 from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 
-__all__ = ["GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT"]
+__all__ = ["SDPAFusionTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT"]

@@ -13,7 +13,7 @@ Out: the same function with new int32 parameters (the per-core runtime args of t
 
 Attributes written: ``tt.grid`` = [grid_y, grid_x]; ``tt.schedule`` = {policy, order, rect?, stride?,
      chunk knobs, num_cores, mapping (per core), common args}; ``tt.runtime_args`` = the new parameters'
-     names, in order.
+     names, in order. The contiguous split keeps the granule ``tt.sdpa`` asks for (SDPAFusionTT's pairs).
      A 3-D grid ``T.Kernel(nx, ny, nz)`` is scheduled as the 2-D grid ``(ny * nz, nx)``: the schedule's row
      ``row`` binds ``bz = row // ny`` and ``by = row % ny``.
 Errors (TTLoweringError / TTScheduleError / TTUnsupportedError): no blockIdx grid;
@@ -171,7 +171,8 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
                                   fix='use policy="contiguous" (split at launch) or static shapes')
         sched = _DynamicSchedule(spec, options.core_limit(), dev.grid_x)
     else:
-        sched = build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src)
+        granule = int(func.attrs[attrs.SDPA]["granule"]) if func.attrs and attrs.SDPA in func.attrs else 1
+        sched = build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src, granule)
 
     arg_vars = {name: tirx.Var(name, "int32") for name in sched.runtime_arg_names}
     n = tirx.Var("n", "int32")

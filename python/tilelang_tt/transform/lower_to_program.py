@@ -149,7 +149,7 @@ class LowerToProgram:
         changed = [n for n in before if before[n] != self.full[n]]
         end = self.position.get(stmt.__chandle__(), (0, 0))[1]
         for name in list(changed):
-            if not before[name] and self.last_use.get(name, -1) <= end:
+            if not before[name] and self.dead_after(name, end):
                 # written afresh in every iteration and dead after the loop: drop it at the end of the iteration
                 n = self.cbs[name]["block_tiles"]
                 why = f"{name} is dead after this iteration"
@@ -165,8 +165,10 @@ class LowerToProgram:
         return {r: [For(var, lo, ext, b, note)] for r, b in body.items() if b}
 
     def _number(self, body):
-        """Program-order positions: ``position[loop handle] = (first, last)`` and the last position using each CB."""
-        self.position, self.last_use, counter = {}, {}, [0]
+        """Program-order positions: ``position[loop handle] = (first, last)`` and, per CB, its accesses
+        ``(position, "w" | "r")`` in program order ("w": an element-wise op or a clearing reduction that defines
+        the whole block without reading it; "r": anything else)."""
+        self.position, self.accesses, counter = {}, {}, [0]
 
         def uses(stmt):
             found = tt_op_of(stmt)
@@ -175,12 +177,15 @@ class LowerToProgram:
             names = [self.by_index[int(a)] for a in found[1].args[:2]
                      if isinstance(a, tirx.IntImm) and int(a) in self.by_index]
             if found[0].same_as(TTOps.eltwise):
-                names = names[:1] + _loads(found[1].args[1])
-            elif not found[0].same_as(TTOps.reduce) and not found[0].same_as(TTOps.transpose):
+                loads = _loads(found[1].args[1])
+                return [(n, "r" if n in loads else "w") for n in names[:1]] + [(n, "r") for n in loads]
+            if found[0].same_as(TTOps.reduce) and len(names) == 2:     # (src, dst, kind, dim, clear, ...)
+                return [(names[0], "r"), (names[1], "w" if bool(found[1].args[4]) else "r")]
+            if not found[0].same_as(TTOps.reduce) and not found[0].same_as(TTOps.transpose):
                 names = names[:1]
             if found[0].same_as(TTOps.matmul):
                 names = [self.by_index[int(a)] for a in found[1].args[:3]]
-            return names
+            return [(n, "r") for n in names]
 
         def walk(stmt):
             if isinstance(stmt, tirx.SeqStmt):
@@ -193,10 +198,16 @@ class LowerToProgram:
                 self.position[stmt.__chandle__()] = (first, counter[0])
                 return
             counter[0] += 1
-            for name in uses(stmt):
-                self.last_use[name] = counter[0]
+            for name, kind in uses(stmt):
+                self.accesses.setdefault(name, []).append((counter[0], kind))
 
         walk(body)
+
+    def dead_after(self, name: str, end: int) -> bool:
+        """No access to CB ``name`` after position ``end`` reads the value it holds there: there is none, or the
+        next one redefines the whole block (e.g. a causal mask initialising the scores of the next K/V loop)."""
+        later = [kind for pos, kind in self.accesses.get(name, []) if pos > end]
+        return not later or later[0] == "w"
 
     def expr(self, e):
         """``e`` with user variables renamed and ``Let`` expressions inlined."""

@@ -14,8 +14,13 @@ Out: every buffer is 2-D, and every access to it (``T.copy`` / ``T.reduce`` regi
        which every block the kernel moves is a rectangle of the block's own shape: ``[B, H, S, D]`` read as
        ``[1, 1, bm, D]`` blocks is ``(B*H*S, D)``; ``[B, S, H, D]`` read as ``[1, bm, 1, D]`` is ``(B*S, H*D)``.
        Leading dimensions are page offsets; blocks must not straddle a tile (the usual alignment checks).
+       When several dimensions fold into rows and the blocks moved along the last of them do not divide it
+       (a decode step: 4 query rows in a 64-row block), each matrix is padded to whole blocks (``row_pad``:
+       ``[B, H, 4, D]`` -> ``(B*H*64, D)``), as ttnn pads every matrix of a tiled tensor; the runtime pads and
+       unpads the host tensor.
 Attribute written: ``tt.padding`` = ``{tensor: {"logical": shape, "view": [rows, cols], "padded": [rows, cols]
-     rounded up to whole tiles}}``. Host tensors keep their row-major logical shape; the runtime reshapes them
+     rounded up to whole tiles, "row_pad"?: {outer, rows, padded_rows}}}``. Host tensors keep their row-major
+     logical shape; the runtime reshapes them
      to the view and tilizes into the padded grid. Readers zero-fill what lies outside the tensor; writers
      store only the logical elements.
 Errors (TTShapeError / TTUnsupportedError): a 1-D buffer used both as a row and as a column vector; a tensor
@@ -31,7 +36,8 @@ from tvm.ir import Op
 
 from .. import attrs
 from ..errors import TTShapeError, TTUnsupportedError
-from .common import TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, tile_op_call
+from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of,
+                     tile_op_call, transform)
 
 ROW, COL = "row", "col"
 
@@ -114,6 +120,7 @@ class _Views:
         self.func, self.src = func, source_of(func)
         self.orient = _Orientation(self.src)
         self.windows: dict = {}        # tensor data var -> [(extents, (rows, cols) expected)]
+        self.row_pads: dict = {}       # tensor name -> {outer, rows, padded_rows} (see _row_group)
         self.tile_buffers: list = []
         self.new: dict = {}            # data var -> (new 2-D buffer, split p)
 
@@ -243,9 +250,29 @@ class _Views:
 
     def _declare(self, buf, p):
         shape = _dims(buf)
-        view = (_prod(shape[:p]), _prod(shape[p:]))
+        folded = self._row_group(buf, shape, p)
+        view = (_prod(folded[:p]), _prod(shape[p:]))
         new = tirx.decl_buffer(view, buf.dtype, buf.name, data=buf.data, scope=str(buf.scope()))
-        self.new[buf.data] = (new, p, shape)
+        self.new[buf.data] = (new, p, folded)
+        if folded != shape:
+            self.row_pads[buf.name] = {"outer": int(_prod(shape[:p - 1])), "rows": int(shape[p - 1]),
+                                       "padded_rows": int(folded[p - 1])}
+
+    def _row_group(self, buf, shape, p):
+        """``shape`` with the last row dimension padded, when several dimensions fold into rows and the blocks moved
+        along that dimension do not divide it: each matrix (e.g. one head's ``[S, D]``) is then padded to whole
+        blocks, as ttnn pads every matrix of a tiled tensor, so that a block never reaches into the next one."""
+        if p < 2 or not isinstance(shape[p - 1], int):
+            return shape
+        longest = 1
+        for ext, _, _ in self.windows.get(buf.data, []):
+            ext = (1,) * (len(shape) - len(ext)) + tuple(ext)
+            if isinstance(ext[p - 1], (int, tirx.IntImm)):
+                longest = max(longest, int(ext[p - 1]))
+        block = -(-longest // TILE) * TILE
+        if longest == 1 or shape[p - 1] % block == 0:    # blocks do not run along it, or divide it
+            return shape
+        return tuple(shape[:p - 1]) + (-(-shape[p - 1] // block) * block,) + tuple(shape[p:])
 
     def flat(self, buf_data, indices):
         new, p, shape = self.new[buf_data]
@@ -292,8 +319,7 @@ class _Views:
                                    allocs, node.match_buffers, node.annotations)
             return None
 
-        body = tirx.stmt_functor.ir_transform(self.func.body, None, post,
-                                              ["tirx.BufferLoad", "tirx.BufferStore", "tirx.Call", "tirx.SBlock"])
+        body = transform(self.func.body, post, ["tirx.BufferLoad", "tirx.BufferStore", "tirx.Call", "tirx.SBlock"])
         bmap = {p: (self.new[b.data][0] if b.data in self.new else b) for p, b in self.func.buffer_map.items()}
         return tirx.PrimFunc(self.func.params, body, self.func.ret_type, bmap, self.func.attrs)
 
@@ -312,6 +338,8 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
         buf = func.buffer_map[p]
         view = _dims(buf)
         padding[buf.name] = {"logical": logical[buf.name], "view": list(view), "padded": list(_padded(view))}
+        if buf.name in views.row_pads:
+            padding[buf.name]["row_pad"] = views.row_pads[buf.name]
 
     allocs = []
     tirx.stmt_functor.post_order_visit(func.body, lambda n: allocs.extend(n.alloc_buffers)

@@ -1,0 +1,443 @@
+"""SDPAFusionTT: recognise FlashAttention and schedule it the way tt-metal's SDPA op runs.
+
+The kernel body itself is lowered by the general passes (MemorySpaceLowerTT, TensorizeTT): Q stays in L1 for
+the whole K/V loop, K and V stream through double-buffered CBs one ``block_N`` chunk at a time, the scores,
+statistics and output accumulator stay on chip. What this pass adds is what only the attention structure tells:
+
+* **Balanced work split.** When the trip count of the K/V loop depends on the Q-chunk index (causal attention:
+  chunk ``q`` visits ``q + 1`` K/V chunks), the Q chunks of each (batch, head) are visited in zigzag order
+  (position ``p`` -> chunk ``p / 2`` for even ``p``, ``n - 1 - p / 2`` for odd ``p``, tt-metal's
+  ``q_chunk_remapping``), so that consecutive blocks pair a short row with a long one; the contiguous split
+  over cores then hands out pairs (granule 2) when that lowers the most loaded core's work. Both choices are
+  made by evaluating the loop's trip count for every Q chunk, never assumed.
+* **Mask only on the diagonal.** The mask written before ``QK^T`` (``T.if_then_else(q_idx >= k_idx, 0, -inf)``)
+  is constant on every K/V chunk that lies entirely below the diagonal. The K/V loop is split at the first chunk
+  the diagonal touches: the chunks before it initialise the scores with the mask's constant (a fill), only the
+  diagonal chunks evaluate the mask. Chunks entirely above the diagonal are not visited: the kernel's own trip
+  count (TileLang's causal examples bound the loop by the diagonal) stays as written.
+
+In:  a TileLang PrimFunc after its frontend (``T.Kernel`` nest of blockIdx loops, ``tilelang_root`` block).
+     Recognised structure, by Op identity: a serial loop whose body holds ``T.gemm(Q_s, K_s, S,
+     transpose_B=True)``, ``T.reduce(S, m, "max", dim=-1)`` and a second ``T.gemm(P, V_s, O)`` where ``P`` is
+     ``S`` or a ``T.copy`` of it; ``Q_s`` is filled from a global tensor at a row offset ``q * block_M`` of one
+     blockIdx variable ``q`` (the Q-chunk axis).
+Out: the same function; for causal-like kernels the Q-chunk variable is rebound in zigzag order at the top of
+     the block body, and the K/V loop split in two (unmasked, diagonal). A kernel without the structure is
+     returned unchanged.
+Attributes written: ``tt.sdpa`` = {q_chunk_tiles, k_chunk_tiles, head_dim_tiles, q_axis, num_q_chunks,
+     causal, zigzag, granule, mask ("diagonal" / "none" / "every chunk"), work (K/V chunks per Q chunk)}.
+Errors (TTAnnotationError): ``T.annotate_tt_schedule(qk_chunk_tiles=...)`` different from the kernel's K/V
+     block (``block_N / 32``): the K/V chunk is the kernel's own ``block_N``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tvm
+from tvm import tirx
+
+from .. import attrs
+from ..device import TILE
+from ..errors import TTAnnotationError
+from .common import TileOps, decode_region, is_call_to, is_global, op, source_of, tile_op_call
+
+logger = logging.getLogger(__name__)
+
+_GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+_IF_THEN_ELSE = op("tirx.if_then_else")
+
+
+# ---- finding the structure -------------------------------------------------------------------------------------
+def _grid(func):
+    """({tag: (var, extent)}, root block realize) of the T.Kernel nest, or None if it is not the frontend's."""
+    body = func.body
+    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
+        body = body.block.body
+    grid = {}
+    while isinstance(body, tirx.For) and body.thread_binding is not None:
+        tag = str(body.thread_binding.thread_tag)
+        if tag not in _GRID_TAGS or not isinstance(body.extent, tirx.IntImm):
+            return None
+        grid[tag] = (body.loop_var, int(body.extent.value))
+        body = body.body
+    return grid or None
+
+
+def _stmts(stmt) -> list:
+    return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
+
+
+def _calls(stmt, op) -> list:
+    out = []
+
+    def visit(node):
+        c = tile_op_call(node)
+        if c is not None and c.op.same_as(op):
+            out.append(c)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return out
+
+
+class _Match:
+    """The attention loop and the buffers that play each role."""
+
+    def __init__(self, loop, qk, reduce_max, pv):
+        self.loop, self.qk, self.reduce_max, self.pv = loop, qk, reduce_max, pv
+        self.q_s = decode_region(qk.args[0]).buffer
+        self.k_s = decode_region(qk.args[1]).buffer
+        self.scores = decode_region(qk.args[2]).buffer
+
+
+def _match_loop(loop) -> _Match | None:
+    """The attention structure in the body of ``loop``, by Op identity and buffer roles."""
+    if not isinstance(loop, tirx.For) or loop.kind != tirx.ForKind.SERIAL or loop.thread_binding is not None:
+        return None
+    gemms = _calls(loop.body, TileOps.gemm)
+    reduces = _calls(loop.body, TileOps.reduce)
+    copies = _calls(loop.body, TileOps.copy)
+    for qk in gemms:
+        if not bool(qk.args[4]) or bool(qk.args[3]):          # QK^T: B transposed, A not
+            continue
+        scores = decode_region(qk.args[2]).buffer
+        maxes = [r for r in reduces if decode_region(r.args[0]).buffer.same_as(scores)
+                 and str(r.args[2].value) == "max" and int(r.args[3]) in (-1, len(scores.shape) - 1)]
+        if not maxes:
+            continue
+        probs = [scores] + [decode_region(c.args[1]).buffer for c in copies
+                            if decode_region(c.args[0]).buffer.same_as(scores)]
+        for pv in gemms:
+            if pv is not qk and any(decode_region(pv.args[0]).buffer.same_as(p) for p in probs):
+                return _Match(loop, qk, maxes[0], pv)
+    return None
+
+
+def _find(stmt):
+    """(match, path) for the first attention loop under ``stmt``: ``path`` lists the SeqStmts' owners."""
+    found = []
+
+    def visit(node):
+        if not found and isinstance(node, tirx.For):
+            m = _match_loop(node)
+            if m is not None:
+                found.append(m)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return found[0] if found else None
+
+
+def _q_axis(block_body, match: _Match, grid):
+    """(tag, var, rows) of the blockIdx variable whose multiple is the row offset of the copy filling Q_s."""
+    for c in _calls(block_body, TileOps.copy):
+        src, dst = decode_region(c.args[0]), decode_region(c.args[1])
+        if not (dst.buffer.same_as(match.q_s) and is_global(src.buffer)):
+            continue
+        rows = int(match.q_s.shape[0])
+        # the sequence dimension of Q is the one whose extent is the Q block's rows
+        for dim, (lo, ext) in enumerate(zip(src.mins, src.extents)):
+            if ext != rows:
+                continue
+            for tag, (var, _) in grid.items():
+                coeffs = tvm.arith.detect_linear_equation(lo, [var])
+                if len(coeffs) == 2 and isinstance(coeffs[0], tirx.IntImm) and int(coeffs[0]) == rows:
+                    return tag, var, rows
+    return None
+
+
+# ---- the work split --------------------------------------------------------------------------------------------
+def _trip_counts(loop, lets, var, n: int) -> list[int] | None:
+    """The K/V loop's trip count for every value of the Q-chunk variable, or None if it is not constant then."""
+    ana = tvm.arith.Analyzer()
+    extent = tirx.stmt_functor.substitute(loop.extent, lets) if lets else loop.extent
+    out = []
+    for q in range(n):
+        value = ana.simplify(tirx.stmt_functor.substitute(extent, {var: tirx.IntImm("int32", q)}))
+        if not isinstance(value, tirx.IntImm):
+            return None
+        out.append(int(value.value))
+    return out
+
+
+def zigzag(p: int, n: int) -> int:
+    """tt-metal's q_chunk_remapping: in-head position ``p`` of ``n`` Q chunks -> the chunk visited there."""
+    return p // 2 if p % 2 == 0 else n - 1 - p // 2
+
+
+def core_loads(work: list[int], rows: int, cores: int, order, granule: int) -> list[int]:
+    """Per-core sum of K/V chunks under the contiguous split of ``rows * len(work)`` blocks (row-major: the
+    Q-chunk axis varies fastest) with the given in-row order and split granule (see schedule.contiguous_split)."""
+    from ..schedule import contiguous_split
+
+    n = len(work)
+    loads = []
+    for start, count in contiguous_split(rows * n, cores, granule):
+        loads.append(sum(work[order(b % n, n)] for b in range(start, start + count)))
+    return loads
+
+
+def _choose_split(work: list[int], rows: int, cores: int) -> tuple[bool, int, list[int]]:
+    """(zigzag, granule, loads) with the smallest most-loaded core (ties: plain order, granule 1)."""
+    best = None
+    for use_zigzag in (False, True):
+        order = zigzag if use_zigzag else (lambda p, n: p)
+        for granule in (1, 2):
+            loads = core_loads(work, rows, cores, order, granule)
+            key = (max(loads), use_zigzag, granule)
+            if best is None or key < best[0]:
+                best = (key, (use_zigzag, granule, loads))
+    return best[1]
+
+
+# ---- the diagonal split ----------------------------------------------------------------------------------------
+def _parallel_store(stmt):
+    """(loop vars, extents, lets, store) of a T.Parallel nest holding one store (and Binds), else None."""
+    loops, extents = [], []
+    while isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL:
+        loops.append(stmt.loop_var)
+        extents.append(stmt.extent)
+        stmt = stmt.body
+    if not loops:
+        return None
+    lets, store = {}, None
+    for s in _stmts(stmt):
+        if isinstance(s, tirx.Bind):
+            lets[s.var] = tirx.stmt_functor.substitute(s.value, lets) if lets else s.value
+        elif isinstance(s, tirx.BufferStore) and store is None:
+            store = s
+        else:
+            return None
+    if store is None or not all(isinstance(e, tirx.IntImm) for e in extents):
+        return None
+    return loops, [int(e.value) for e in extents], lets, store
+
+
+def _always_from(cond, k, loops, extents, ana):
+    """(value, first_k_expr): ``cond`` has the constant truth ``value`` for every element of every chunk
+    ``k < first_k_expr`` (and not for the chunk at ``first_k_expr``), or None when ``cond`` is not an affine
+    comparison of the chunk and element indices. ``first_k_expr`` is a floor division whose numerator ``ana``
+    proves non-negative (the kernels compute in unsigned arithmetic)."""
+    kinds = {tirx.GE: (1, 0), tirx.GT: (1, 1), tirx.LE: (-1, 0), tirx.LT: (-1, 1)}
+    for kind, (sign, strict) in kinds.items():
+        if isinstance(cond, kind):
+            break
+    else:
+        return None
+    d = (cond.a - cond.b) * sign - strict           # cond <=> d >= 0
+    coeffs = tvm.arith.detect_linear_equation(d, [k, *loops])
+    if len(coeffs) != len(loops) + 2 or not all(isinstance(c, tirx.IntImm) for c in coeffs[:-1]):
+        return None
+    ck, per_elem, base = int(coeffs[0]), [int(c) for c in coeffs[1:-1]], coeffs[-1]
+    if ck == 0:
+        return None
+    lo = sum(min(0, c * (e - 1)) for c, e in zip(per_elem, extents))    # smallest element term
+    hi = sum(max(0, c * (e - 1)) for c, e in zip(per_elem, extents))    # largest
+    if ck < 0:   # true for small k: every element true while base + ck*k + lo >= 0
+        value, numerator, divisor = True, ana.simplify(base + lo - ck), -ck
+    else:        # false for small k: every element false while base + ck*k + hi < 0
+        value, numerator, divisor = False, ana.simplify(-(base + hi) + ck - 1), ck
+    if not ana.can_prove(numerator >= 0):
+        return None
+    return value, tirx.floordiv(numerator, divisor)
+
+
+def _renew(stmt, vmap: dict):
+    """``stmt`` with every variable it defines (loop, Bind) replaced by a fresh one, uses substituted."""
+    defined = []
+
+    def collect(node):
+        if isinstance(node, tirx.For):
+            defined.append(node.loop_var)
+        elif isinstance(node, tirx.Bind):
+            defined.append(node.var)
+
+    tirx.stmt_functor.post_order_visit(stmt, collect)
+    vmap = dict(vmap)
+    for v in defined:
+        vmap[v] = tirx.Var(v.name, v.dtype)
+    stmt = tirx.stmt_functor.substitute(stmt, vmap)
+
+    def post(node):
+        if isinstance(node, tirx.For) and node.loop_var in vmap:
+            return tirx.For(vmap[node.loop_var], node.min, node.extent, node.kind, node.body, node.thread_binding,
+                            node.annotations)
+        if isinstance(node, tirx.Bind) and node.var in vmap:
+            return tirx.Bind(vmap[node.var], node.value)
+        return None
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.For", "tirx.Bind"])
+
+
+def _split_diagonal(match: _Match, ana):
+    """(statements replacing the K/V loop, mask kind) — the loop split at the first chunk the mask's diagonal
+    touches, the chunks before it without the mask."""
+    loop = match.loop
+    masks = []
+    for s in _stmts(loop.body):
+        p = _parallel_store(s)
+        if p is not None and p[3].buffer.same_as(match.scores) and is_call_to(p[3].value, _IF_THEN_ELSE):
+            masks.append((s, p))
+    if len(masks) != 1:
+        return None, "none"
+    mask_stmt, (loops, extents, lets, store) = masks[0]
+    cond = tirx.stmt_functor.substitute(store.value.args[0], lets) if lets else store.value.args[0]
+    found = _always_from(cond, loop.loop_var, loops, extents, ana)
+    if found is None:
+        return None, "every chunk"
+    value, first = found
+    kept = store.value.args[1] if value else store.value.args[2]
+
+    def unmask(node):
+        if node.same_as(mask_stmt):
+            filled = tirx.BufferStore(store.buffer, kept, store.indices)
+            for v, e in zip(reversed(loops), reversed(extents)):
+                filled = tirx.For(v, tirx.IntImm("int32", 0), tirx.IntImm("int32", e), tirx.ForKind.PARALLEL,
+                                  filled)
+            return filled
+        return None
+
+    end = loop.min + loop.extent
+    split = tirx.Var("kv_diagonal_start", "int32")
+    bound = tirx.Bind(split, tirx.max(loop.min, tirx.min(end, first)))
+    k_full = tirx.Var(loop.loop_var.name, loop.loop_var.dtype)
+    body_full = tirx.stmt_functor.ir_transform(loop.body, None, unmask, ["tirx.For"])
+    body_full = _renew(body_full, {loop.loop_var: k_full})
+    full = tirx.For(k_full, loop.min, split - loop.min, loop.kind, body_full, None, loop.annotations)
+    k_diag = tirx.Var(loop.loop_var.name, loop.loop_var.dtype)
+    diag = tirx.For(k_diag, split, end - split, loop.kind, _renew(loop.body, {loop.loop_var: k_diag}), None,
+                    loop.annotations)
+    return [bound, full, diag], "diagonal"
+
+
+# ---- the pass ----------------------------------------------------------------------------------------------------
+def _root_block(func):
+    found = []
+
+    def visit(node):
+        if isinstance(node, tirx.SBlock) and node.name_hint == "tilelang_root":
+            found.append(node)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return found[0] if found else None
+
+
+def _lets_before(body, loop) -> dict:
+    """Values of the Binds that precede ``loop`` in its sequence (e.g. ``loop_range``)."""
+    lets = {}
+    for s in _stmts(body):
+        if s.same_as(loop):
+            break
+        if isinstance(s, tirx.Bind):
+            lets[s.var] = tirx.stmt_functor.substitute(s.value, lets) if lets else s.value
+    return lets
+
+
+def _schedule_annotation(block):
+    return block.annotations.get(attrs.SCHEDULE_ANNOTATION) if block.annotations else None
+
+
+def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
+    grid = _grid(func)
+    block = _root_block(func)
+    if grid is None or block is None:
+        return func
+    match = _find(block.body)
+    if match is None:
+        return func
+    src = source_of(func)
+    axis = _q_axis(block.body, match, grid)
+    q_rows, k_rows = int(match.q_s.shape[0]), int(match.k_s.shape[0])
+    head_dim = int(match.q_s.shape[-1])
+    ann = _schedule_annotation(block)
+    if ann is not None and "qk_chunk_tiles" in ann and int(ann["qk_chunk_tiles"]) * TILE != k_rows:
+        raise TTAnnotationError(
+            f"qk_chunk_tiles={int(ann['qk_chunk_tiles'])} asks for K/V chunks of {int(ann['qk_chunk_tiles']) * TILE}"
+            f" rows, but the kernel's K/V block has {k_rows} rows", construct="T.annotate_tt_schedule(qk_chunk_tiles=...)",
+            source=src, fix=f"the K/V chunk is the kernel's block_N: write block_N = {int(ann['qk_chunk_tiles']) * TILE}"
+                            f" or qk_chunk_tiles={k_rows // TILE}")
+    info = {"q_chunk_tiles": -(-q_rows // TILE), "k_chunk_tiles": -(-k_rows // TILE),
+            "head_dim_tiles": -(-head_dim // TILE), "causal": False, "zigzag": False, "granule": 1, "mask": "none"}
+    ana = tvm.arith.Analyzer()
+    for var, extent in grid.values():
+        ana.bind(var, tvm.ir.Range(0, extent))
+    body = block.body
+    new_loop, mask = _split_diagonal(match, ana)
+    info["mask"] = mask
+    if new_loop is not None:
+        body = _replace_in_seq(body, match.loop, new_loop)
+    if axis is not None:
+        tag, qvar, _ = axis
+        n = grid[tag][1]
+        info.update(q_axis=tag, num_q_chunks=n)
+        work = _trip_counts(match.loop, _lets_before(_enclosing_seq(body, match.loop), match.loop), qvar, n)
+        if work is not None:
+            info["work"] = work
+            info["causal"] = len(set(work)) > 1
+            rows = 1
+            for t, (_, ext) in grid.items():
+                rows *= ext if t != tag else 1
+            manual = ann is not None and (str(ann.get("policy", "contiguous")) != "contiguous"
+                                          or str(ann.get("order", "row_major")) != "row_major")
+            if info["causal"] and not manual and tag == "blockIdx.x":
+                use_zigzag, granule, loads = _choose_split(work, rows, options.core_limit())
+                info.update(zigzag=use_zigzag, granule=granule, core_loads=[min(loads), max(loads)])
+                if use_zigzag:
+                    body = _rebind_zigzag(body, qvar, n)
+    if not body.same_as(block.body):
+        new_block = tirx.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+                                block.alloc_buffers, block.match_buffers, block.annotations)
+        func = func.with_body(_replace_block(func.body, block, new_block))
+    logger.info("SDPAFusionTT: %s", info)
+    return func.with_attr(attrs.SDPA, info)
+
+
+def _enclosing_seq(body, loop):
+    found = [body]
+
+    def visit(node):
+        if isinstance(node, tirx.SeqStmt) and any(s.same_as(loop) for s in node.seq):
+            found.append(node)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    return found[-1]
+
+
+def _replace_in_seq(body, loop, replacement: list):
+    def post(node):
+        if isinstance(node, tirx.SeqStmt) and any(s.same_as(loop) for s in node.seq):
+            out = []
+            for s in node.seq:
+                out.extend(replacement if s.same_as(loop) else [s])
+            return tirx.SeqStmt(out)
+        return None
+
+    if body.same_as(loop):
+        return tirx.SeqStmt(replacement)
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.SeqStmt"])
+
+
+def _rebind_zigzag(body, qvar, n: int):
+    """The block body with the Q-chunk variable replaced by its zigzag remap, bound once at the top."""
+    chunk = tirx.Var("q_chunk", qvar.dtype)
+    half = tirx.floordiv(qvar, 2)
+    remap = tirx.Select(tirx.floormod(qvar, 2) == 0, half, tirx.IntImm(qvar.dtype, n - 1) - half)
+    return tirx.SeqStmt([tirx.Bind(chunk, remap), tirx.stmt_functor.substitute(body, {qvar: chunk})])
+
+
+def _replace_block(stmt, old, new):
+    def post(node):
+        if isinstance(node, tirx.SBlock) and node.same_as(old):
+            return new
+        return None
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.SBlock"])
+
+
+def SDPAFusionTT(options):
+    from .common import prim_func_pass
+
+    @prim_func_pass("tt.SDPAFusionTT")
+    def transform(func, mod, ctx):
+        return sdpa_fusion(func, options)
+
+    return transform

@@ -1,0 +1,165 @@
+"""SDPAFusionTT: FlashAttention recognised, its work split balanced, its mask evaluated only on diagonal chunks.
+
+Tolerance of every run against torch's SDPA: ``tests/tt/helpers.attention_error_bound`` (derived there from the
+hardware's error model: bf16 probabilities, TF32 scores, bf16 output).
+"""
+
+import pytest
+import tilelang
+import torch
+from tvm import tirx
+
+from examples import kernels as K
+from tests.tt.helpers import attention_error_bound as error_bound, attention_ref, lower
+from tilelang_tt.schedule import contiguous_split
+from tilelang_tt.target import make_options
+from tilelang_tt.transform.sdpa_fusion import core_loads, sdpa_fusion, zigzag
+
+
+
+def run_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, causal, layout, arch, max_cores, seed=0, **kw):
+    torch.manual_seed(seed)
+    q_shape = (batch, seq_q, heads, dim) if layout == "bshd" else (batch, heads, seq_q, dim)
+    kv_shape = (batch, seq_kv, kv_heads, dim) if layout == "bshd" else (batch, kv_heads, seq_kv, dim)
+    q = torch.randn(q_shape, dtype=torch.bfloat16)
+    k, v = (torch.randn(kv_shape, dtype=torch.bfloat16) for _ in range(2))
+    o = torch.empty_like(q)
+    kernel = tilelang.compile(K.flash_attention(batch, heads, seq_q, seq_kv, dim, kv_heads=kv_heads,
+                                                is_causal=causal, layout=layout, **kw),
+                              target={"kind": "tt", "arch": arch, "max_cores": max_cores})
+    kernel(q, k, v, o)
+    ref = attention_ref(q, k, v, causal, layout)
+    bound = error_bound(q, k, v, ref, causal, layout)
+    excess = ((o.float() - ref).abs() - bound).max().item()
+    assert excess <= 0, f"error exceeds the bound by {excess}"
+    return kernel
+
+
+CASES = [  # (batch, heads, kv_heads, seq_q, seq_kv, dim, causal, layout, arch, max_cores)
+    (1, 4, 4, 512, 512, 64, True, "bhsd", "wormhole_b0", 8),
+    (2, 2, 2, 256, 256, 128, True, "bshd", "blackhole", 3),
+    (1, 8, 2, 128, 128, 64, True, "bshd", "wormhole_b0", 8),     # GQA: 8 query heads, 2 K/V heads
+    (1, 2, 2, 128, 384, 64, True, "bhsd", "blackhole", 4),       # K/V longer than Q (past keys)
+    (2, 2, 1, 256, 256, 64, False, "bshd", "blackhole", 8),
+    (1, 2, 2, 4, 512, 64, True, "bhsd", "wormhole_b0", 2),       # decode: 4 query rows against 512 keys
+    (1, 2, 1, 1, 256, 128, False, "bshd", "blackhole", 2),       # decode: one query row, GQA
+    (1, 2, 2, 2048, 2048, 64, True, "bhsd", "blackhole", 8),     # long sequence
+]
+
+
+@pytest.mark.parametrize("batch,heads,kv_heads,seq_q,seq_kv,dim,causal,layout,arch,max_cores", CASES)
+def test_attention_against_sdpa(batch, heads, kv_heads, seq_q, seq_kv, dim, causal, layout, arch, max_cores):
+    kernel = run_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, causal, layout, arch, max_cores)
+    sdpa = kernel.plan["sdpa"]
+    assert sdpa["mask"] == ("diagonal" if causal else "none")
+    assert (sdpa["q_chunk_tiles"], sdpa["k_chunk_tiles"], sdpa["head_dim_tiles"]) == (2, 2, dim // 32)
+    n_q, n_kv = -(-seq_q // 64), seq_kv // 64      # a decode step's few rows are one (padded) Q block
+    past = -(-(seq_kv - seq_q) // 64)
+    work = [min(n_kv, q + 1 + past) for q in range(n_q)] if causal else [n_kv] * n_q
+    assert sdpa["work"] == work and sdpa["causal"] == (len(set(work)) > 1)
+    # matmul tiles: QK^T and P.V, (2 x 2 tiles) x dim/32 each, for every visited (Q chunk, K/V chunk)
+    per_pair = 2 * 2 * (dim // 32) * 2
+    assert kernel.report["total"]["matmul_tiles"] == batch * heads * sum(work) * per_pair
+    # DRAM: Q and O once (whole blocks: a decode step's Q matrix is padded to one block), K and V once per
+    # visited (Q chunk, K/V chunk)
+    total = kernel.report["total"]
+    chunk_bytes = 64 * dim * 2
+    assert total["dram_read_bytes"] == batch * heads * (n_q + 2 * sum(work)) * chunk_bytes
+    assert total["dram_write_bytes"] == batch * heads * n_q * chunk_bytes
+
+
+def test_causal_split_is_balanced():
+    """Causal, 4 heads x 8 Q chunks on 8 cores: the row-major split gives the core holding chunks 4-7 of a head
+    26 K/V chunks and the one holding 0-3 only 10; zigzag pairs (q, 7 - q) give every core 18."""
+    row_major = core_loads(list(range(1, 9)), 4, 8, lambda p, n: p, 1)
+    assert (min(row_major), max(row_major)) == (10, 26)
+    plan = tilelang.compile(K.flash_attention(1, 4, 512, 512, 64, is_causal=True),
+                            target={"kind": "tt", "max_cores": 8}).plan
+    assert plan["sdpa"]["zigzag"] and plan["sdpa"]["core_loads"] == [18, 18]
+    # recomputed from the plan's mapping: the blocks each core visits, through the zigzag remap
+    loads = [sum(zigzag(b % 8, 8) + 1 for b in range(m["start_id"], m["start_id"] + m["count"]))
+             for m in plan["mapping"]]
+    assert loads == [18] * 8
+
+
+def test_split_keeps_zigzag_pairs_together():
+    """Odd per-core counts would separate a pair: with granule 2 every core starts on an even block."""
+    for total, cores in ((24, 8), (40, 6), (16, 5)):
+        split = contiguous_split(total, cores, 2)
+        assert all(start % 2 == 0 for start, _ in split)
+        assert sum(c for _, c in split) == total and max(c for _, c in split) - min(c for _, c in split) <= 2
+    assert contiguous_split(7, 3, 1) == [(0, 3), (3, 2), (5, 2)]
+
+
+def test_non_causal_keeps_the_plain_split():
+    plan = tilelang.compile(K.flash_attention(1, 2, 256, 256, 64), target={"kind": "tt", "max_cores": 3}).plan
+    assert not plan["sdpa"]["causal"] and not plan["sdpa"]["zigzag"] and plan["sdpa"]["granule"] == 1
+    assert [(m["start_id"], m["count"]) for m in plan["mapping"]] == [(0, 3), (3, 3), (6, 2)]
+
+
+def _kv_loops(func):
+    loops = []
+
+    def visit(node):
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.SERIAL and node.thread_binding is None:
+            loops.append(node)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return loops
+
+
+def _has_select(stmt) -> bool:
+    hits = []
+    tirx.stmt_functor.post_order_visit(stmt, lambda n: hits.append(n) if isinstance(n, tirx.Call)
+                                       and n.op.name == "tirx.if_then_else" else None)
+    return bool(hits)
+
+
+def test_mask_only_on_diagonal_chunks():
+    """The K/V loop is split where the diagonal starts: the chunks before it fill the scores with 0, only the
+    diagonal chunks keep the mask's select. Chunks above the diagonal are not visited (the trip count)."""
+    func = sdpa_fusion(K.flash_attention(1, 2, 256, 256, 64, is_causal=True), make_options())
+    full, diagonal = _kv_loops(func)
+    assert not _has_select(full.body) and _has_select(diagonal.body)
+    assert diagonal.min.same_as(full.extent) or "kv_diagonal_start" in str(diagonal.min)
+
+
+def test_structure_not_found_leaves_the_kernel_alone():
+    func = K.softmax(64, 64)
+    assert sdpa_fusion(func, make_options()).same_as(func)
+    lowered, _ = lower(K.tilelang_example_gemm(128, 128, 128))
+    assert "tt.sdpa" not in lowered.attrs
+
+
+def test_qk_chunk_annotation_must_match_block_n():
+    from tilelang_tt.errors import TTAnnotationError
+
+    import tilelang.language as T
+
+    @T.prim_func
+    def annotated(Q: T.Tensor((1, 2, 256, 64), "bfloat16"), Kt: T.Tensor((1, 2, 256, 64), "bfloat16"),
+                  V: T.Tensor((1, 2, 256, 64), "bfloat16"), O: T.Tensor((1, 2, 256, 64), "bfloat16")):
+        with T.Kernel(4, 2, 1, threads=128) as (bx, by, bz):
+            T.annotate_tt_schedule(qk_chunk_tiles=4)
+            Q_s = T.alloc_shared([64, 64], "bfloat16")
+            K_s = T.alloc_shared([64, 64], "bfloat16")
+            V_s = T.alloc_shared([64, 64], "bfloat16")
+            S = T.alloc_fragment([64, 64], "float")
+            P = T.alloc_fragment([64, 64], "bfloat16")
+            acc = T.alloc_fragment([64, 64], "float")
+            m = T.alloc_fragment([64], "float")
+            T.copy(Q[bz, by, bx * 64:(bx + 1) * 64, :], Q_s)
+            T.clear(acc)
+            for k in T.serial(4):
+                T.copy(Kt[bz, by, k * 64:(k + 1) * 64, :], K_s)
+                T.clear(S)
+                T.gemm(Q_s, K_s, S, transpose_B=True)
+                T.reduce_max(S, m, dim=1)
+                T.copy(S, P)
+                T.copy(V[bz, by, k * 64:(k + 1) * 64, :], V_s)
+                T.gemm(P, V_s, acc)
+            T.copy(acc, O[bz, by, bx * 64:(bx + 1) * 64, :])
+
+    with pytest.raises(TTAnnotationError, match=r"qk_chunk_tiles=4 asks for K/V chunks of 128 rows, but the "
+                                                r"kernel's K/V block has 64 rows"):
+        lower(annotated)
