@@ -183,16 +183,34 @@ def _parse_program(text: str) -> dict[str, list[_Node]]:
     return kernels
 
 
-_TERNARY = re.compile(r"\(([^()?:]+?) ([<>]) ([^()?:]+?) \? \1 : \3\)")
+def _ternaries(text: str) -> str:
+    """C++ ``(c ? a : b)`` (as cexpr prints it: each inside its own parentheses) as Python ``(a if c else b)``."""
+    while "?" in text:
+        q = text.index("?")
+        depth, open_ = 0, q
+        while open_ > 0:                       # the parenthesis that encloses the '?'
+            open_ -= 1
+            depth += {")": 1, "(": -1}.get(text[open_], 0)
+            if depth < 0:
+                break
+        depth, colon, close = 0, None, q
+        for close in range(q + 1, len(text)):  # the ':' at the '?''s depth, then the closing parenthesis
+            ch = text[close]
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and ch == ":" and colon is None:
+                colon = close
+            if depth < 0:
+                break
+        if colon is None:
+            raise StaticCountError(f"cannot read the conditional in `{text}`")
+        cond, yes, no = text[open_ + 1:q], text[q + 1:colon], text[colon + 1:close]
+        text = f"{text[:open_]}(({yes}) if ({cond}) else ({no})){text[close + 1:]}"
+    return text
 
 
 def _py_expr(text: str) -> str:
     text = re.sub(r"\b(\d+)u\b", r"\1", text)
-    prev = None
-    while prev != text:
-        prev = text
-        text = _TERNARY.sub(lambda m: f"{'min' if m.group(2) == '<' else 'max'}({m.group(1)}, {m.group(3)})", text)
-    return re.sub(r"(?<![/])/(?![/])", "//", text)
+    return _ternaries(re.sub(r"(?<![/])/(?![/])", "//", text))
 
 
 def _eval(text: str, env: dict) -> int:
@@ -202,7 +220,7 @@ def _eval(text: str, env: dict) -> int:
         if isinstance(node, ast.Name) and node.id not in env and node.id not in ("min", "max"):
             raise StaticCountError(f"{node.id} is not known before the run (in `{text}`)")
         if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load, ast.Call,
-                                 ast.operator, ast.unaryop)):
+                                 ast.operator, ast.unaryop, ast.IfExp, ast.Compare, ast.cmpop)):
             raise StaticCountError(f"cannot evaluate `{text}`")
     return int(eval(compile(tree, "<tt.program>", "eval"), {"__builtins__": {}, "min": min, "max": max}, dict(env)))
 
