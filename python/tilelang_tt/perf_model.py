@@ -312,7 +312,12 @@ class _Counter:
             dram = tensor["placement"] == "DRAM"
             if op == "read_tiles_mcast":   # only the group's sender (lattice column / row 0) reads from DRAM
                 y, x = work.core
-                dram = dram and (x if self.mcast_axis[args[6]] == "row" else y) == 0
+                sender = (x if self.mcast_axis[args[6]] == "row" else y) == 0
+                if sender:      # it reads the block and writes it once into the NoC for the whole group
+                    work.noc_in_bytes += nbytes
+                    work.noc_out_bytes += nbytes
+                    work.dram_read_bytes += nbytes if dram else 0
+                return          # a receiver issues no transfer: the block lands in its L1
             if op.startswith("read_tiles"):
                 work.noc_in_bytes += nbytes
                 work.dram_read_bytes += nbytes if dram else 0

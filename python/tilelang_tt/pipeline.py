@@ -2,12 +2,17 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> SDPAFusionTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> MemorySpaceLowerTT
+    BindTarget -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+               -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> mark as device kernel
 
 SDPAFusionTT (the design's phase-1 attention pass) runs first because what it decides for FlashAttention is the
 work split (the order of Q chunks, pairs per core) that GridToPersistentTT turns into the persistent loop, and
 the split of the K/V loop at the diagonal, which the general lowering then carries out.
+
+SuperBlockTT runs after SDPAFusionTT and before GridToPersistentTT: it chooses multicast for a GEMM that chose no
+schedule and fuses each core's rectangle of GEMM blocks into one per-core block, which changes the grid
+GridToPersistentTT splits and every block shape after it.
 
 TT program passes (``build_program``, run by codegen on the tile program):
 

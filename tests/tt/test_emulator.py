@@ -66,7 +66,13 @@ def test_design_gemm(arch, schedule):
     torch.manual_seed(1)
     M, N, K_ = 128, 192, 256
     kernel = compile_for(K.design_gemm(M, N, K_), arch, schedule, max_cores=10)
-    assert kernel.plan["policy"] == (schedule or {}).get("policy", "contiguous")
+    # without a schedule choice SuperBlockTT turns multicast on: a 4x2 core lattice of 1x3-block rectangles holds the
+    # 4x6 block grid with 3 blocks per core, as many as the contiguous split's busiest core; each rectangle is fused
+    assert kernel.plan["policy"] == (schedule or {}).get("policy", "rect")
+    if schedule is None:
+        assert kernel.plan["super_block"] == {"factor": [1, 3], "block": [32, 32], "grid": [4, 6],
+                                              "multicast": "automatic"}
+        assert kernel.plan["multicast"]["lattice"] == [4, 2]
     a, b = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(K_, N, dtype=torch.bfloat16)
     c = torch.zeros(M, N, dtype=torch.bfloat16)
     kernel(a, b, c)

@@ -51,8 +51,10 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     if not frag:
         out.append(Call("cb_reserve_back", (cb_d, rows * cols), note))
 
+    windows = _windows(lw, expr, note)
+
     def tile(r, c):
-        ev = _Eval(lw, d_name, r, c, reads_dest, note)
+        ev = _Eval(lw, d_name, r, c, reads_dest, note, windows)
         body = [Call("tile_regs_acquire", (), note)]
         value = ev.eval(expr, body)
         body.append(Call("tile_regs_commit", (), note))
@@ -78,15 +80,40 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     return out
 
 
+def _windows(lw, expr, note: str) -> dict:
+    """Leaves read at a tile-aligned window of a larger fragment (``BufferLoad(frag, [row, col])`` with an origin
+    other than [0, 0], from MemorySpaceLowerTT): name -> the window's first tile (row, col)."""
+    found: dict = {}
+
+    def visit(n):
+        if not isinstance(n, tirx.BufferLoad) or len(n.indices) != 2:
+            return
+        if all(isinstance(i, tirx.IntImm) and int(i.value) == 0 for i in n.indices):
+            return
+        origin = tuple(lw.expr(tirx.floordiv(i, 32)) for i in n.indices)
+        if n.buffer.name in found and any(not tirx.analysis.expr_deep_equal(a, b)
+                                          for a, b in zip(found[n.buffer.name], origin)):
+            raise TTUnsupportedError(f"{n.buffer.name} is read at two windows in one expression", construct=note,
+                                     source=lw.src)
+        found[n.buffer.name] = origin
+
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
+    return found
+
+
 class _Eval:
     """Lowers one expression for one tile, appending calls; returns the Dst holding the value."""
 
-    def __init__(self, lw, dest: str, r, c, reads_dest: bool, note: str):
+    def __init__(self, lw, dest: str, r, c, reads_dest: bool, note: str, windows: dict | None = None):
         self.lw, self.dest, self.r, self.c, self.reads_dest, self.note = lw, dest, r, c, reads_dest, note
+        self.windows = windows or {}
 
     def index(self, name: str):
         if name == self.dest and self.reads_dest:
             return 0      # the destination's current tile is at its CB front
+        if name in self.windows:   # a window of a larger fragment: tile (r, c) of the window
+            row, col = self.windows[name]
+            return self.lw.queue_pos(name, row + self.r, col + self.c)
         return self.lw.queue_pos(name, self.r, self.c)
 
     def call(self, out, op, *args):
@@ -100,6 +127,8 @@ class _Eval:
         """How the leaf ``name`` broadcasts over the destination: None (same shape), "rows", "cols", "scalar"."""
         R, C = self.lw.cbs[self.dest]["shape"]
         r, c = self.lw.cbs[name]["shape"]
+        if name in self.windows:   # a dest-shaped window of a larger fragment (MemorySpaceLowerTT checked it)
+            return None
         if (r, c) == (R, C):
             # a one-row (one-column) block at the top (left) of its tile against one elsewhere in its tile
             # (gamma[j] against the row bx % 32 of x): the FPU broadcasts its first row (column)

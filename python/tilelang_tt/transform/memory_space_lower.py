@@ -9,6 +9,9 @@ Out: the block is dissolved; every tile buffer has a CB; and
      * ``T.copy(tile buffer -> global)``  -> ``tilelang_tt.write_block`` (writer kernel), preceded by an
        ``eltwise`` copy into a synthesized output CB when the source is a fragment,
      * ``T.copy(tile buffer -> tile buffer)`` -> ``tilelang_tt.eltwise`` (an identity in DST),
+     * a tile-aligned window of a fragment (``T.copy(C_local[i * 128:(i + 1) * 128, ...], C_shared)``, or to a
+       tensor; SuperBlockTT's per-block epilogues) -> an ``eltwise`` whose leaf ``BufferLoad(fragment, [row,
+       col])`` carries the window's element origin (whole-buffer leaves are at ``[0, 0]``),
      * ``T.Parallel`` nests: see ``parallel_lower.py`` (staging, transposed operands, index tiles),
      * ``T.reduce_*`` -> ``tilelang_tt.reduce``; ``T.gemm(transpose_A=True)`` -> a ``transpose`` of the A block
        into a scratch CB and a plain gemm,
@@ -190,6 +193,23 @@ class _Lowerer(ParallelLower):
                                      f"{list(region.extents)} of {list(shape)})", construct=what, source=self.src,
                                      fix="copy the whole shared/fragment buffer")
 
+    def fragment_window(self, region, shape_of, what: str):
+        """The element origin ``[row, col]`` of a tile-aligned window of a fragment that compute writes (a
+        SuperBlockTT epilogue reading one user block of the fused accumulator), shaped like ``shape_of``; None
+        for a whole-buffer copy. Anything else is refused like any partial copy."""
+        shape = static_shape(region.buffer, self.src)
+        whole = tuple(int(e) for e in region.extents) == shape[-len(region.extents):] and all(
+            self.analyzer.can_prove(m == 0) for m in region.mins)
+        if whole or str(region.buffer.scope()) != SCOPE_FRAGMENT or len(region.mins) != 2:
+            self.check_whole(region, what)
+            return None
+        extents = [int(e) for e in region.extents]
+        if extents != list(shape_of) or any(e % TILE for e in extents) or not all(
+                self.analyzer.can_prove(tirx.floormod(m, TILE) == 0) and self.analyzer.can_prove(m >= 0)
+                and self.analyzer.can_prove(m + e <= s) for m, e, s in zip(region.mins, extents, shape)):
+            self.check_whole(region, what)
+        return [self.plain.simplify(m) for m in region.mins]
+
     def lower_copy(self, stmt, c: tirx.Call, stages: int):
         what = describe(stmt)
         note = tilelang_text(stmt)
@@ -214,14 +234,15 @@ class _Lowerer(ParallelLower):
                         cols, *window, note=note)
         source = self.current(src.buffer)
         if is_global(dst.buffer):
-            self.check_whole(src, what)
+            origin = self.fragment_window(src, [int(e) for e in dst.extents], what)
             r, c0, rows, cols, window = self.tile_coords(dst, what)
-            self._check_block(source, rows, cols, what)
+            if origin is None:
+                self._check_block(source, rows, cols, what)
             self.placement(source.name, window, what)
             info = self.cb(source)
             if str(source.scope()) == SCOPE_FRAGMENT or "compute" in info.consumer or "reader" in info.producer:
                 # the packer converts to the tensor's format: the staging CB has the tensor's dtype
-                shape = static_shape(source)
+                shape = static_shape(source) if origin is None else [int(e) for e in src.extents]
                 out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
                 self.cbs[out.name].producer.add("compute")
                 self.cbs[out.name].consumer.add("writer")
@@ -229,21 +250,23 @@ class _Lowerer(ParallelLower):
                 self.inherit(out.name, source.name)
                 self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
                 return tirx.SeqStmt([
-                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, [0, 0]), note=note),
+                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, origin or [0, 0]),
+                         note=note),
                     call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows,
                          cols, *window, note=note)])
             info.consumer.add("writer")
             self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
             return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
                         rows, cols, *window, note=note)
-        self.check_whole(src, what)
         self.check_whole(dst, what)
-        if static_shape(src.buffer) != static_shape(dst.buffer):
+        origin = self.fragment_window(src, static_shape(dst.buffer), what)
+        if origin is None and static_shape(src.buffer) != static_shape(dst.buffer):
             raise TTUnsupportedError("copy between tile buffers of different shapes", construct=what, source=self.src)
         self.cb(source).consumer.add("compute")
         target = self.target(dst.buffer)
         self.inherit(target.name, source.name)
-        return call(TTOps.eltwise, self.cb_index_placeholder(target), tirx.BufferLoad(source, [0, 0]), note=note)
+        return call(TTOps.eltwise, self.cb_index_placeholder(target), tirx.BufferLoad(source, origin or [0, 0]),
+                    note=note)
 
     # -- in-place updates: a buffer the reader fills and compute rewrites gets a fresh CB (renamed) ---------
     def current(self, buf: tirx.Buffer) -> tirx.Buffer:
@@ -306,6 +329,8 @@ class _Lowerer(ParallelLower):
             if "num_stages" in stmt.annotations:
                 inner_stages = max(1, int(stmt.annotations["num_stages"]))
             alias_before, first_event = dict(self.alias), len(self.events)
+            # the loop's range, for the bounds of windows indexed by it (fragment_window)
+            self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
             body = self.lower(stmt.body, inner_stages)
             for name in set(self.alias) | set(alias_before):
                 if self.alias.get(name) is alias_before.get(name):

@@ -21,7 +21,9 @@ Out: when the schedule is a multicast lattice (``rect`` rectangles of equal size
      Without such a lattice, or with ``multicast=False``, the program is returned unchanged.
 Attributes: none written; ``Program.multicast`` carries the decision to codegen and the plan (``multicast``).
 Errors: TTScheduleError when ``multicast=True`` was asked for and no read can be multicast (every read depends
-     on both the core's row and column, or the lattice has one core along each multicast axis).
+     on both the core's row and column, or the lattice has one core along each multicast axis). Not when
+     SuperBlockTT chose multicast itself (``tt.super_block`` ``multicast: "automatic"``): then the program is
+     returned unchanged.
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
 
     visit(reader.body, [], False)
     if not groups:
-        if schedule.get("multicast") is not None and bool(schedule["multicast"]):
+        automatic = attrs.SUPER_BLOCK in func.attrs and str(func.attrs[attrs.SUPER_BLOCK]["multicast"]) == "automatic"
+        if schedule.get("multicast") is not None and bool(schedule["multicast"]) and not automatic:
             raise TTScheduleError("multicast=True, but no block the reader reads is the same for a whole core row or "
                                   f"column of the {rows}x{cols} core lattice",
                                   construct="T.annotate_tt_schedule(multicast=True)", source=program.source,

@@ -12,7 +12,7 @@
 
 void kernel_main() {
     // Runtime args: this core's share of the 2x2 block grid.
-    const uint32_t count = get_arg_val<uint32_t>(1);
+    const uint32_t count = get_arg_val<uint32_t>(3);
 
     constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
     constexpr uint32_t cb_B_blk = 1;  // B_blk: 1x1 tiles bfloat16, input, depth 2 block(s)

@@ -92,12 +92,106 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
     }
 }
 
+// Multicast (TTMulticastReuse, tt-metal's matmul_multicore_reuse_mcast): one core of each group reads a block from
+// DRAM and multicasts it to the group's other cores, at the same L1 address (every core's CBs sit at the same
+// addresses and advance in step). Two semaphores per group: the sender's counts the receivers that have reserved
+// the block's pages, each receiver's turns VALID once the block has landed.
+constexpr uint32_t kSemInvalid = 0;
+constexpr uint32_t kSemValid = 1;
+
+struct McastGroup {
+    uint32_t sender_x;           // NoC coordinates of the core that reads from DRAM
+    uint32_t sender_y;
+    uint32_t first_x;            // the group's rectangle: low corner ...
+    uint32_t first_y;
+    uint32_t last_x;             // ... and high corner (NoC coordinates)
+    uint32_t last_y;
+    uint32_t num_dests;          // cores that receive (the sender excluded)
+    bool is_sender;
+    uint32_t sender_sem_addr;    // L1 address of the sender semaphore (every core has it at the same address)
+    uint32_t receiver_sem_addr;  // L1 address of the receiver semaphore
+};
+
+inline volatile tt_l1_ptr uint32_t* semaphore_ptr(uint32_t l1_addr) {
+    return reinterpret_cast<volatile tt_l1_ptr uint32_t*>(static_cast<uintptr_t>(l1_addr));
+}
+
+inline McastGroup make_mcast_group(uint32_t sender_x, uint32_t sender_y, uint32_t first_x, uint32_t first_y,
+                                   uint32_t last_x, uint32_t last_y, uint32_t num_dests, uint32_t is_sender,
+                                   uint32_t sender_sem, uint32_t receiver_sem) {
+    const McastGroup group{sender_x, sender_y, first_x, first_y, last_x, last_y, num_dests, is_sender != 0,
+                           static_cast<uint32_t>(get_semaphore(sender_sem)),
+                           static_cast<uint32_t>(get_semaphore(receiver_sem))};
+    if (group.is_sender) {
+        // The sender's own receiver semaphore holds VALID: the source word of the flag it multicasts.
+        noc_semaphore_set(semaphore_ptr(group.receiver_sem_addr), kSemValid);
+    }
+    return group;
+}
+
+// The group's cores at L1 `l1_addr`: NOC0 walks the rectangle from its low corner, NOC1 from its high corner
+// (the other order is a wrap-around multicast on the torus).
+inline uint64_t mcast_addr(const McastGroup& group, uint32_t l1_addr) {
+    return noc_index == 0 ? get_noc_multicast_addr(group.first_x, group.first_y, group.last_x, group.last_y, l1_addr)
+                          : get_noc_multicast_addr(group.last_x, group.last_y, group.first_x, group.first_y, l1_addr);
+}
+
+// read_tiles for a multicast group, into the reserved back of `cb` (the caller reserves and pushes). The sender reads
+// the block, waits until every receiver has reserved it, multicasts it and then the VALID flag; a receiver resets
+// its flag, tells the sender it is ready and waits for VALID.
+template <typename Accessor>
+inline void read_tiles_mcast(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
+                             uint32_t rows, uint32_t cols, const McastGroup& group) {
+    volatile tt_l1_ptr uint32_t* sender_sem = semaphore_ptr(group.sender_sem_addr);
+    volatile tt_l1_ptr uint32_t* receiver_sem = semaphore_ptr(group.receiver_sem_addr);
+    if (group.is_sender) {
+        read_tiles(cb, tensor, grid, row0, col0, rows, cols);
+        noc_async_read_barrier();
+        noc_semaphore_wait(sender_sem, group.num_dests);
+        noc_semaphore_set(sender_sem, 0);
+        const uint32_t l1_addr = get_write_ptr(cb);
+        noc_async_write_multicast(l1_addr, mcast_addr(group, l1_addr), rows * cols * get_tile_size(cb),
+                                  group.num_dests);
+        // Blackhole issues data and flag from separate command FIFOs: the data must leave first (harmless on
+        // Wormhole, where one NoC and virtual channel keep them in order).
+        noc_async_writes_flushed();
+        noc_semaphore_set_multicast(group.receiver_sem_addr, mcast_addr(group, group.receiver_sem_addr),
+                                    group.num_dests);
+    } else {
+        noc_semaphore_set(receiver_sem, kSemInvalid);
+        noc_semaphore_inc(get_noc_addr(group.sender_x, group.sender_y, group.sender_sem_addr), 1);
+        noc_semaphore_wait(receiver_sem, kSemValid);
+    }
+}
+
 void kernel_main() {
     // Runtime args: tensor base addresses, then this core's share of the 2x2 block grid.
     const uint32_t A_addr = get_arg_val<uint32_t>(0);
     const uint32_t B_addr = get_arg_val<uint32_t>(1);
-    const uint32_t start_id = get_arg_val<uint32_t>(2);
-    const uint32_t count = get_arg_val<uint32_t>(3);
+    const uint32_t rect_y = get_arg_val<uint32_t>(2);
+    const uint32_t rect_x = get_arg_val<uint32_t>(3);
+    const uint32_t rect_w = get_arg_val<uint32_t>(4);
+    const uint32_t count = get_arg_val<uint32_t>(5);
+    const uint32_t mcast_A_blk_sender_x = get_arg_val<uint32_t>(6);
+    const uint32_t mcast_A_blk_sender_y = get_arg_val<uint32_t>(7);
+    const uint32_t mcast_A_blk_first_x = get_arg_val<uint32_t>(8);
+    const uint32_t mcast_A_blk_first_y = get_arg_val<uint32_t>(9);
+    const uint32_t mcast_A_blk_last_x = get_arg_val<uint32_t>(10);
+    const uint32_t mcast_A_blk_last_y = get_arg_val<uint32_t>(11);
+    const uint32_t mcast_A_blk_num_dests = get_arg_val<uint32_t>(12);
+    const uint32_t mcast_A_blk_is_sender = get_arg_val<uint32_t>(13);
+    const uint32_t mcast_A_blk_sender_sem = get_arg_val<uint32_t>(14);
+    const uint32_t mcast_A_blk_receiver_sem = get_arg_val<uint32_t>(15);
+    const uint32_t mcast_B_blk_sender_x = get_arg_val<uint32_t>(16);
+    const uint32_t mcast_B_blk_sender_y = get_arg_val<uint32_t>(17);
+    const uint32_t mcast_B_blk_first_x = get_arg_val<uint32_t>(18);
+    const uint32_t mcast_B_blk_first_y = get_arg_val<uint32_t>(19);
+    const uint32_t mcast_B_blk_last_x = get_arg_val<uint32_t>(20);
+    const uint32_t mcast_B_blk_last_y = get_arg_val<uint32_t>(21);
+    const uint32_t mcast_B_blk_num_dests = get_arg_val<uint32_t>(22);
+    const uint32_t mcast_B_blk_is_sender = get_arg_val<uint32_t>(23);
+    const uint32_t mcast_B_blk_sender_sem = get_arg_val<uint32_t>(24);
+    const uint32_t mcast_B_blk_receiver_sem = get_arg_val<uint32_t>(25);
 
     // Compile-time args: one TensorAccessorArgs block per tensor.
     constexpr auto A_args = TensorAccessorArgs<0>();
@@ -109,21 +203,27 @@ void kernel_main() {
 
     constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
     constexpr uint32_t cb_B_blk = 1;  // B_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
+    // A (in0) is multicast along each core row from the row's first core (x = 0).
+    const McastGroup mcast_A_blk = make_mcast_group(mcast_A_blk_sender_x, mcast_A_blk_sender_y, mcast_A_blk_first_x, mcast_A_blk_first_y, mcast_A_blk_last_x, mcast_A_blk_last_y, mcast_A_blk_num_dests, mcast_A_blk_is_sender, mcast_A_blk_sender_sem, mcast_A_blk_receiver_sem);
+    // B (in1) is multicast along each core column from the column's first core (y = 0).
+    const McastGroup mcast_B_blk = make_mcast_group(mcast_B_blk_sender_x, mcast_B_blk_sender_y, mcast_B_blk_first_x, mcast_B_blk_first_y, mcast_B_blk_last_x, mcast_B_blk_last_y, mcast_B_blk_num_dests, mcast_B_blk_is_sender, mcast_B_blk_sender_sem, mcast_B_blk_receiver_sem);
 
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks
-        const uint32_t by = (start_id + n) / 2u;
-        const uint32_t bx = (start_id + n) % 2u;
+        const uint32_t by = rect_y + n / rect_w;
+        const uint32_t bx = rect_x + n % rect_w;
         for (uint32_t kk = 0; kk < 2u; ++kk) {
             // T.copy(A[by * 32, kk * 32], A_blk)
             cb_reserve_back(cb_A_blk, 1);
-            read_tiles(cb_A_blk, A, A_grid, by, kk, 1, 1);
+            read_tiles_mcast(cb_A_blk, A, A_grid, by, kk, 1, 1, mcast_A_blk);
             noc_async_read_barrier();
             cb_push_back(cb_A_blk, 1);
             // T.copy(B[kk * 32, bx * 32], B_blk)
             cb_reserve_back(cb_B_blk, 1);
-            read_tiles(cb_B_blk, B, B_grid, kk, bx, 1, 1);
+            read_tiles_mcast(cb_B_blk, B, B_grid, kk, bx, 1, 1, mcast_B_blk);
             noc_async_read_barrier();
             cb_push_back(cb_B_blk, 1);
         }
     }
+    // multicast: the semaphore increments have completed
+    noc_async_atomic_barrier();
 }

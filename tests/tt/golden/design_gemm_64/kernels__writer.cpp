@@ -71,8 +71,10 @@ inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& gri
 void kernel_main() {
     // Runtime args: tensor base addresses, then this core's share of the 2x2 block grid.
     const uint32_t C_addr = get_arg_val<uint32_t>(0);
-    const uint32_t start_id = get_arg_val<uint32_t>(1);
-    const uint32_t count = get_arg_val<uint32_t>(2);
+    const uint32_t rect_y = get_arg_val<uint32_t>(1);
+    const uint32_t rect_x = get_arg_val<uint32_t>(2);
+    const uint32_t rect_w = get_arg_val<uint32_t>(3);
+    const uint32_t count = get_arg_val<uint32_t>(4);
 
     // Compile-time args: one TensorAccessorArgs block per tensor.
     constexpr auto C_args = TensorAccessorArgs<0>();
@@ -82,8 +84,8 @@ void kernel_main() {
     constexpr uint32_t cb_C_acc_out = 16;  // C_acc_out: 1x1 tiles bfloat16, output, depth 2 block(s)
 
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks
-        const uint32_t by = (start_id + n) / 2u;
-        const uint32_t bx = (start_id + n) % 2u;
+        const uint32_t by = rect_y + n / rect_w;
+        const uint32_t bx = rect_x + n % rect_w;
         // T.copy(C_acc, C[by * 32, bx * 32])
         cb_wait_front(cb_C_acc_out, 1);
         write_tiles(cb_C_acc_out, C, C_grid, by, bx, 1, 1);

@@ -1,0 +1,361 @@
+"""SuperBlockTT: the blocks a core runs that share block rows or columns become one larger per-core block.
+
+Under a multicast lattice schedule (``T.annotate_tt_schedule(multicast=True)``, the target's ``multicast=true``,
+or the automatic choice below) core ``(r, c)`` runs the ``H x W`` rectangle of blocks at block row ``r * H`` and
+block column ``c * W``. Run one block after the other, the core reads its A row panel once per block column of
+the rectangle and its B column panel once per block row. This pass rewrites the kernel so the core runs
+``h x w`` blocks (``h | H``, ``w | W``, as large as L1 allows, ``H x W`` when it fits) as one block: every A and
+B tile of the fused block reaches the core once, and with TTMulticastReuse each reaches the chip once (the
+shape of tt-metal's ``matmul_multicore_reuse_mcast``: per-core block ``per_core_M x per_core_N``, the accumulator
+in an intermediate CB processed by DST subblocks, see TensorizeTT). The user's epilogue still runs per user
+block, on that block's window of the fused accumulator, so its staging buffers keep the size the user wrote.
+
+It runs before GridToPersistentTT because the fusion changes the grid the schedule splits and the block
+shapes every later decision depends on (CB sizes, accumulator residency and subblocks, multicast groups).
+
+In:  the frontend's ``T.Kernel`` nest (``blockIdx.x`` / ``blockIdx.y`` loops around the ``"tilelang_root"``
+     block) with the options' and annotation's schedule. Fused only when the root block is the canonical GEMM:
+     ``T.clear(C)``; one serial (or pipelined) K loop holding ``T.copy(global -> shared)`` of an A block whose
+     tensor rows (or columns) are ``by * bm + ...`` and of a B block indexed ``bx * bn + ...`` (nothing else
+     in it uses ``by`` / ``bx``, the loop bounds neither) and one ``T.gemm(A_s, B_s, C)``; then only ``T.copy``
+     statements moving ``C`` (through shared buffers of ``C``'s shape) to a tensor window at ``[by * bm + ..,
+     bx * bn + ..]``. The grid must be static and 2-D.
+Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``, its copy at ``by * h``),
+     ``B_s`` ``w`` times wider along N, ``C`` ``h * bm x w * bn``, the gemm's M/N, and the epilogue inside
+     ``for sub_by in T.serial(h): for sub_bx in T.serial(w):`` with ``by -> by * h + sub_by``, ``bx -> bx * w +
+     sub_bx`` and ``C`` read at its window ``C[sub_by * bm : .., sub_bx * bn : ..]`` (MemorySpaceLowerTT lowers
+     such a window to an ``eltwise`` leaf at that origin). The schedule annotation gets ``multicast=True``.
+     ``(h, w)`` is the candidate with the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B``
+     ``H / h`` times) whose circular buffers fit the usable L1, found by running GridToPersistentTT ..
+     TensorizeTT on the candidate (their CB sizes are the ones VerifyTTProgram checks).
+     Automatic multicast: a kernel with no schedule choice (policy ``contiguous``, order ``row_major``, no
+     ``multicast`` in the annotation or the target) that is the canonical GEMM gets ``multicast=True`` when the
+     block grid has a core lattice with as many blocks per core as the contiguous split's busiest core (the
+     same critical path, so only DRAM / NoC traffic changes); ``multicast=False`` keeps it off.
+Attributes written: ``tt.super_block`` = ``{"factor": [h, w], "block": [bm, bn], "grid": [gy, gx] (the user's),
+     "multicast": "annotation" | "target" | "automatic"}`` when the kernel is fused or multicast was chosen
+     automatically; the root block's ``tt.schedule_annotation`` (``multicast=True``, policy ``rect``).
+Errors: none; a kernel that does not match, or whose fused blocks never fit L1, is left as written.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm import tirx
+
+from .. import attrs
+from ..errors import TTError
+from ..schedule import lattice_rect, make_schedule_spec
+from ..target import TTOptions
+from .common import TileOps, decode_region, is_call_to, is_global, prim_func_pass, static_shape, tile_op_call
+
+
+_GRID_TAGS = ("blockIdx.x", "blockIdx.y")
+
+
+def _uses(expr, var) -> bool:
+    hit = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tvm.ir.PrimExpr) else expr,
+                                       lambda n: hit.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(hit)
+
+
+def _subst(expr, mapping: dict):
+    return tirx.stmt_functor.substitute(expr, mapping)
+
+
+def _strip_attrs(stmt):
+    """(AttrStmt wrappers, inner statement list)."""
+    wrappers = []
+    while isinstance(stmt, tirx.AttrStmt):
+        wrappers.append(stmt)
+        stmt = stmt.body
+    return wrappers, (list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt])
+
+
+def _rewrap(wrappers, stmts):
+    body = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+    for w in reversed(wrappers):
+        body = tirx.AttrStmt(w.node, w.attr_key, w.value, body)
+    return body
+
+
+class _Gemm:
+    """The canonical GEMM of the root block, or a reason it is not one (``why``)."""
+
+    def __init__(self, block, by, bx):
+        self.by, self.bx, self.why = by, bx, None
+        self.analyzer = tvm.arith.Analyzer()
+        try:
+            self._match(block)
+        except _NoMatch as e:
+            self.why = str(e)
+
+    def _match(self, block):
+        self.wrappers, stmts = _strip_attrs(block.body)
+        if len(stmts) < 3:
+            raise _NoMatch("not clear; K loop; copy-out")
+        fill = tile_op_call(stmts[0])
+        if fill is None or not fill.op.same_as(TileOps.fill):
+            raise _NoMatch("the block does not start with T.clear")
+        self.c = decode_region(fill.args[0]).buffer
+        loop = stmts[1]
+        if not isinstance(loop, tirx.For) or loop.kind != tirx.ForKind.SERIAL or loop.thread_binding is not None:
+            raise _NoMatch("no serial K loop after T.clear")
+        if any(_uses(e, v) for e in (loop.min, loop.extent) for v in (self.by, self.bx)):
+            raise _NoMatch("the K loop's bounds depend on the block")
+        self.loop = loop
+        inner = list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
+        calls = [tile_op_call(s) for s in inner]
+        if any(c is None for c in calls):
+            raise _NoMatch("the K loop holds more than tile copies and a gemm")
+        gemms = [c for c in calls if c.op.same_as(TileOps.gemm)]
+        copies = [c for c in calls if c.op.same_as(TileOps.copy)]
+        if len(gemms) != 1 or len(copies) + 1 != len(calls):
+            raise _NoMatch("the K loop holds more than tile copies and one gemm")
+        self.gemm = gemms[0]
+        a, b, c = (decode_region(self.gemm.args[i]).buffer for i in range(3))
+        if not c.same_as(self.c) or len(self.gemm.args) < 8:
+            raise _NoMatch("the gemm does not accumulate into the cleared fragment")
+        self.trans_a, self.trans_b = bool(self.gemm.args[3]), bool(self.gemm.args[4])
+        self.reads = {}         # shared buffer -> (axis scaled, block var)
+        for cp in copies:
+            src, dst = decode_region(cp.args[0]), decode_region(cp.args[1])
+            if not is_global(src.buffer) or is_global(dst.buffer) or len(src.mins) != 2:
+                raise _NoMatch("a K-loop copy is not a 2-D read of a tensor block")
+            if tuple(int(e) for e in src.extents) != tuple(static_shape(dst.buffer)):
+                raise _NoMatch("a K-loop copy does not fill its whole tile buffer")
+            found = [(axis, v) for axis in range(2) for v in (self.by, self.bx) if _uses(src.mins[axis], v)]
+            if len(found) != 1:
+                raise _NoMatch("a K-loop read is not indexed by exactly one of by / bx")
+            axis, v = found[0]
+            if not self._stride_is(src.mins[axis], v, src.extents[axis]):
+                raise _NoMatch("a K-loop read does not step by its block size")
+            self.reads[dst.buffer.name] = (dst.buffer, axis, v)
+        a_axis = 1 if self.trans_a else 0           # the M axis of A_s
+        b_axis = 0 if self.trans_b else 1           # the N axis of B_s
+        if self.reads.get(a.name, (None, None, None))[1:] != (a_axis, self.by) or \
+                self.reads.get(b.name, (None, None, None))[1:] != (b_axis, self.bx):
+            raise _NoMatch("A is not read by block row along M or B by block column along N")
+        self.a, self.b = a, b
+        self.bm, self.bn = (int(x) for x in static_shape(self.c))
+        self.epilogue = stmts[2:]
+        staged = {self.c.name}
+        for s in self.epilogue:
+            cp = tile_op_call(s)
+            if cp is None or not cp.op.same_as(TileOps.copy):
+                raise _NoMatch("the epilogue is not T.copy statements")
+            src, dst = decode_region(cp.args[0]), decode_region(cp.args[1])
+            if src.buffer.name not in staged or is_global(src.buffer):
+                raise _NoMatch("the epilogue moves something other than the accumulator")
+            if tuple(int(e) for e in src.extents) != (self.bm, self.bn) or \
+                    not all(self.analyzer.can_prove(m == 0) for m in src.mins):
+                raise _NoMatch("the epilogue copies part of a buffer")
+            if is_global(dst.buffer):
+                if len(dst.mins) != 2 or not self._stride_is(dst.mins[0], self.by, self.bm) or \
+                        not self._stride_is(dst.mins[1], self.bx, self.bn) or _uses(dst.mins[0], self.bx) or \
+                        _uses(dst.mins[1], self.by):
+                    raise _NoMatch("the epilogue does not store at [by * bm, bx * bn]")
+            elif tuple(static_shape(dst.buffer)) != (self.bm, self.bn) or dst.buffer.name in staged:
+                raise _NoMatch("the epilogue stages through a buffer of another shape")
+            else:
+                staged.add(dst.buffer.name)
+        if self.c.name in {decode_region(tile_op_call(s).args[1]).buffer.name for s in self.epilogue}:
+            raise _NoMatch("the epilogue writes the accumulator")
+
+    def _stride_is(self, expr, var, step) -> bool:
+        return self.analyzer.can_prove(_subst(expr, {var: var + 1}) - expr == step)
+
+
+class _NoMatch(Exception):
+    pass
+
+
+def _region(buf, mins, extents, access):
+    return tirx.Call("handle", TileOps.region, [tirx.BufferLoad(buf, list(mins)), tirx.IntImm("int32", access),
+                                                 *[tirx.IntImm("int32", int(e)) for e in extents]])
+
+
+def _with_args(call, args):
+    return tirx.Call(call.dtype, call.op, args, call.annotations if hasattr(call, "annotations") else None)
+
+
+def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int) -> tirx.SBlock:
+    """The root block with ``h x w`` user blocks fused into one (see the module docstring)."""
+    by, bx = g.by, g.bx
+    new = {}
+    for buf in root.alloc_buffers:
+        if buf.same_as(g.c) or buf.name in g.reads:
+            shape = [int(x) for x in static_shape(buf)]
+            if buf.same_as(g.c):
+                shape = [shape[0] * h, shape[1] * w]
+            else:
+                _, axis, v = g.reads[buf.name]
+                shape[axis] *= h if v.same_as(by) else w
+            new[buf.name] = tirx.decl_buffer(shape, buf.dtype, buf.name, scope=buf.scope())
+
+    def region_of(expr, mapping, scale=None):
+        r = decode_region(expr)
+        buf = new.get(r.buffer.name, r.buffer) if not is_global(r.buffer) else r.buffer
+        mins = [tvm.arith.Analyzer().simplify(_subst(m, mapping)) for m in r.mins]
+        extents = list(r.extents)
+        if scale is not None:
+            axis, factor = scale
+            extents[axis] *= factor
+        elif r.buffer.name in new:
+            extents = [int(x) for x in static_shape(buf)]
+        return _region(buf, mins, extents, r.access)
+
+    fused_k = {by: by * h, bx: bx * w}
+    body_k = []
+    for s in (list(g.loop.body.seq) if isinstance(g.loop.body, tirx.SeqStmt) else [g.loop.body]):
+        c = tile_op_call(s)
+        if c.op.same_as(TileOps.copy):
+            _, axis, v = g.reads[decode_region(c.args[1]).buffer.name]
+            factor = h if v.same_as(by) else w
+            args = [region_of(c.args[0], fused_k, (axis, factor)), region_of(c.args[1], {})] + list(c.args[2:])
+        else:
+            args = [region_of(c.args[i], {}) for i in range(3)] + list(c.args[3:5]) + [
+                tirx.IntImm("int32", g.bm * h), tirx.IntImm("int32", g.bn * w)] + list(c.args[7:])
+        body_k.append(tirx.Evaluate(_with_args(c, args)))
+    loop = tirx.For(g.loop.loop_var, g.loop.min, g.loop.extent, g.loop.kind,
+                    body_k[0] if len(body_k) == 1 else tirx.SeqStmt(body_k), None, g.loop.annotations)
+
+    _, stmts = _strip_attrs(root.body)
+    fill = tile_op_call(stmts[0])
+    clear = tirx.Evaluate(_with_args(fill, [region_of(fill.args[0], {})] + list(fill.args[1:])))
+
+    sub_by, sub_bx = tirx.Var("sub_by", "int32"), tirx.Var("sub_bx", "int32")
+    per_block = {by: by * h + sub_by, bx: bx * w + sub_bx}
+    epilogue = []
+    for s in g.epilogue:
+        c = tile_op_call(s)
+        src = decode_region(c.args[0])
+        if src.buffer.same_as(g.c):     # the user block's window of the fused accumulator
+            src_arg = _region(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], src.access)
+        else:
+            src_arg = c.args[0]
+        dst_arg = region_of(c.args[1], per_block) if is_global(decode_region(c.args[1]).buffer) else c.args[1]
+        epilogue.append(tirx.Evaluate(_with_args(c, [src_arg, dst_arg] + list(c.args[2:]))))
+    tail = epilogue[0] if len(epilogue) == 1 else tirx.SeqStmt(epilogue)
+    tail = tirx.For(sub_by, tirx.IntImm("int32", 0), tirx.IntImm("int32", h), tirx.ForKind.SERIAL,
+                    tirx.For(sub_bx, tirx.IntImm("int32", 0), tirx.IntImm("int32", w), tirx.ForKind.SERIAL, tail))
+    allocs = [new.get(b.name, b) for b in root.alloc_buffers]
+    body = _rewrap(g.wrappers, [clear, loop, tail])
+    return tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, allocs,
+                       root.match_buffers, root.annotations)
+
+
+def _with_schedule(root: tirx.SBlock, spec_dict: dict) -> tirx.SBlock:
+    ann = dict(root.annotations)
+    ann[attrs.SCHEDULE_ANNOTATION] = spec_dict
+    return tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, root.body, root.init,
+                       root.alloc_buffers, root.match_buffers, ann)
+
+
+def _rebuild(func, loops, pre, realize, root, extents=None):
+    """The function with the root block replaced and the grid loops given new extents."""
+    inner = tirx.SBlockRealize(realize.iter_values, realize.predicate, root)
+    body = inner if not pre else tirx.SeqStmt(pre + [inner])
+    for loop in reversed(loops):
+        tag = str(loop.thread_binding.thread_tag)
+        ext = tirx.IntImm("int32", extents[tag]) if extents else loop.extent
+        iv = tirx.IterVar(tvm.ir.Range(0, ext), loop.loop_var, loop.thread_binding.iter_type, tag)
+        body = tirx.For(loop.loop_var, loop.min, ext, loop.kind, body, iv, loop.annotations)
+    if isinstance(func.body, tirx.SBlockRealize) and not func.body.block.alloc_buffers:
+        outer = func.body.block
+        body = tirx.SBlockRealize(func.body.iter_values, func.body.predicate,
+                                  tirx.SBlock(outer.iter_vars, outer.reads, outer.writes, outer.name_hint, body,
+                                              outer.init, outer.alloc_buffers, outer.match_buffers,
+                                              outer.annotations))
+    return tirx.PrimFunc(func.params, body, func.ret_type, func.buffer_map, func.attrs, func.span)
+
+
+def _cb_bytes(func, options: TTOptions) -> int | None:
+    """L1 the candidate's CBs need, from GridToPersistentTT .. TensorizeTT run on it (None: it does not lower)."""
+    from ..pipeline import passes
+
+    seq = passes(options)
+    start = next(i for i, (name, _) in enumerate(seq) if name == "GridToPersistentTT")
+    try:
+        for _, fn in seq[start:]:
+            func = fn(func)
+    except TTError:
+        return None
+    return sum(int(e["bytes"]) for e in func.attrs[attrs.CB].values() if str(e.get("residency", "")) != "dst")
+
+
+def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
+    from .grid_to_persistent import _find_schedule_annotation
+
+    if func.attrs is not None and attrs.SDPA in func.attrs:
+        return func
+    body = func.body
+    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
+        body = body.block.body
+    loops, grid = [], {}
+    while isinstance(body, tirx.For) and body.thread_binding is not None:
+        tag = str(body.thread_binding.thread_tag)
+        if tag not in _GRID_TAGS or not isinstance(body.extent, tirx.IntImm):
+            return func
+        loops.append(body)
+        grid[tag] = (body.loop_var, int(body.extent.value))
+        body = body.body
+    if set(grid) != set(_GRID_TAGS):
+        return func
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    pre, realize = stmts[:-1], stmts[-1]
+    if not isinstance(realize, tirx.SBlockRealize) or not all(
+            isinstance(s, tirx.Bind) and is_call_to(s.value, TileOps.launch_thread_idx) for s in pre):
+        return func
+    root = realize.block
+    spec = _find_schedule_annotation(realize)
+    source = "annotation" if spec.multicast is not None else None
+    if spec.multicast is None and options.multicast is not None:
+        spec = make_schedule_spec(spec.policy, spec.order, spec.rect, spec.stride, spec.chunk_k_tiles,
+                                  spec.qk_chunk_tiles, options.multicast)
+        source = "target"
+    (by, gy), (bx, gx) = grid["blockIdx.y"], grid["blockIdx.x"]
+    gemm = _Gemm(root, by, bx)
+    if gemm.why is not None:
+        return func
+    dev = options.device
+    usable = min(options.core_limit(), dev.grid_x * dev.grid_y)
+    lattice = lattice_rect(gy, gx, dev.grid_y, dev.grid_x, usable)
+    if spec.multicast is None:
+        # automatic: only a kernel that chose nothing, and only without lengthening the busiest core's work
+        if (spec.policy, spec.order, spec.rect, spec.stride) != ("contiguous", "row_major", None, None) or \
+                lattice is None or lattice[0] * lattice[1] != math.ceil(gy * gx / usable):
+            return func
+        spec = make_schedule_spec("rect", spec.order, None, None, spec.chunk_k_tiles, spec.qk_chunk_tiles, True)
+        source = "automatic"
+    if not spec.multicast or spec.rect is not None or lattice is None:
+        return func
+    H, W = lattice
+    m_rows = int(static_shape(gemm.c)[0]) * gy       # M and N of the blocked problem, K per block row
+    n_cols = int(static_shape(gemm.c)[1]) * gx
+    candidates = sorted(((h, w) for h in range(1, H + 1) if H % h == 0 for w in range(1, W + 1) if W % w == 0),
+                        key=lambda f: ((W // f[1]) * m_rows + (H // f[0]) * n_cols, -f[0] * f[1], abs(f[0] - f[1])))
+    spec_dict = spec.as_dict()
+    for h, w in candidates:
+        if (h, w) == (1, 1):
+            break
+        fused_root = _with_schedule(_fuse(root, gemm, h, w), spec_dict)
+        fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
+        need = _cb_bytes(fused, options)
+        if need is not None and need <= dev.l1_usable_bytes:
+            return fused.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "block": [gemm.bm, gemm.bn],
+                                                       "grid": [gy, gx], "multicast": source})
+    out = _rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict))
+    return out.with_attr(attrs.SUPER_BLOCK, {"factor": [1, 1], "block": [gemm.bm, gemm.bn], "grid": [gy, gx],
+                                             "multicast": source})
+
+
+def SuperBlockTT(options: TTOptions):
+    @prim_func_pass("tt.SuperBlockTT")
+    def transform(func, mod, ctx):
+        return super_block(func, options)
+
+    return transform

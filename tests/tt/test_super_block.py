@@ -1,0 +1,165 @@
+"""SuperBlockTT: a core's blocks fused into one per-core block, and the automatic choice of multicast.
+
+A fused kernel must give bit-for-bit the result of the same kernel run block by block without multicast (each
+output element sums the same products in the same K order) and match torch; its DRAM counters must equal the
+traffic the fusion factor implies: with multicast A is read W / w times and B H / h times, where H x W is the
+core's rectangle of user blocks and h x w the fused part of it (the minimum, A + B + C once, when the whole
+rectangle fits L1). The factor and the lattice come from the plan; the tensor sizes from the test.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+import tilelang_tt  # noqa: F401
+from examples import kernels as K
+from tilelang_tt.device import get_device
+
+ARCHS = ("wormhole_b0", "blackhole")
+BF16_TILE = 32 * 32 * 2
+
+
+def _protocol_counts(kernel):
+    kernel.emulate(*[torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]],
+                   protocol_only=True)
+    return kernel.report["total"]
+
+
+def _user_rect(plan):
+    """H x W: the user blocks of one core's rectangle (user grid / core lattice)."""
+    gy, gx = plan["super_block"]["grid"]
+    rows, cols = plan["multicast"]["lattice"]
+    return gy // rows, gx // cols
+
+
+# (M, N): a block grid whose core lattice has as many 32x32 blocks per core (2x2) as the contiguous split's busiest
+# core: wormhole 16x16 blocks on 8x8 cores, blackhole 20x22 blocks on 10x11 cores
+FUSED_SHAPES = {"wormhole_b0": (512, 512), "blackhole": (640, 704)}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fused_design_gemm_reads_each_tile_once_and_matches_torch(arch):
+    (M, N), K_ = FUSED_SHAPES[arch], 64
+    torch.manual_seed(4)
+    a, b = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(K_, N, dtype=torch.bfloat16)
+    fused = tilelang.compile(K.design_gemm(M, N, K_), target=f"tt -arch={arch}")
+    plain = tilelang.compile(K.design_gemm(M, N, K_), target=f"tt -arch={arch} -multicast=false")
+    sb = fused.plan["super_block"]
+    # no schedule choice: multicast is automatic
+    assert sb["multicast"] == "automatic" and sb["block"] == [32, 32] and sb["grid"] == [M // 32, N // 32]
+    assert sb["factor"] == list(_user_rect(fused.plan)) == [2, 2]
+    assert "super_block" not in plain.plan and "multicast" not in plain.plan
+    c, c_plain = torch.zeros(M, N, dtype=torch.bfloat16), torch.zeros(M, N, dtype=torch.bfloat16)
+    fused(a, b, c)
+    plain(a, b, c_plain)
+    assert torch.equal(c, c_plain)
+    ref = a.float() @ b.float()
+    assert (c.float() - ref).abs().max() <= (K_ // 32) * 2**-8 * ref.abs().max()
+    total = fused.report["total"]
+    mt, nt, kt = M // 32, N // 32, K_ // 32
+    assert total["dram_read_bytes"] == (mt * kt + kt * nt) * BF16_TILE
+    assert total["dram_write_bytes"] == mt * nt * BF16_TILE
+    assert plain.report["total"]["dram_read_bytes"] > total["dram_read_bytes"]
+
+
+def test_l1_bounds_the_fusion_and_traffic_follows_the_factor():
+    """Two cores hold a 1024x1024 output of 128x128 fp32-accumulated blocks: a 4x8-block rectangle each, whose
+    fused accumulator (2 MB) exceeds L1; the pass fuses the largest part that fits and A / B are re-read
+    accordingly."""
+    arch, M, N, K_ = "wormhole_b0", 1024, 1024, 64
+    make = lambda: K.tilelang_example_gemm(M, N, K_, 128, 128, 32, dtype="bfloat16", accum_dtype="float32")  # noqa
+    # HiFi4: bf16 products are exact (HiFi2 keeps 7 bits of SrcB's operand)
+    fused = tilelang.compile(make(), target=f"tt -arch={arch} -multicast=true -max_cores=2 -math_fidelity=HiFi4")
+    plain = tilelang.compile(make(), target=f"tt -arch={arch} -multicast=false -max_cores=2 -math_fidelity=HiFi4")
+    plan = fused.plan
+    H, W = _user_rect(plan)
+    h, w = plan["super_block"]["factor"]
+    usable = get_device(arch).l1_usable_bytes
+    assert H * 128 * W * 128 * 4 > usable            # the whole rectangle's fp32 accumulator alone overflows L1
+    assert h * w > 1 and (h, w) != (H, W) and H % h == 0 and W % w == 0
+    assert sum(cb["bytes"] for cb in plan["cbs"]) <= usable
+    torch.manual_seed(5)
+    a, b = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(N, K_, dtype=torch.bfloat16)
+    c, c_plain = torch.empty(M, N, dtype=torch.bfloat16), torch.empty(M, N, dtype=torch.bfloat16)
+    fused(a, b, c)
+    plain(a, b, c_plain)
+    assert torch.equal(c, c_plain)
+    ref = a.float() @ b.float().T
+    # fp32 sums (K 2^-24 each, for tt-sim and torch), the accumulator copied to DST through SrcA as TF32 (truncation,
+    # < 2^-10 relative, docs/emulator.md) and packed to bf16 (unit roundoff 2^-8)
+    mag = a.float().abs() @ b.float().abs().T
+    assert ((c.float() - ref).abs() <= (2**-8 + 2**-10) * ref.abs() + 2 * K_ * 2**-24 * mag).all()
+    total = fused.report["total"]
+    a_bytes, b_bytes = M * K_ * 2, N * K_ * 2
+    assert total["dram_read_bytes"] == a_bytes * (W // w) + b_bytes * (H // h)
+    assert total["dram_write_bytes"] == M * N * 2
+
+
+def test_automatic_multicast_only_without_losing_parallelism():
+    """A 10x9 block grid: on wormhole's 8x8 cores a lattice needs 2x3-block rectangles (6 blocks per core where
+    the contiguous split has 2): no multicast. Blackhole's 11x10 cores hold it one block per core: multicast."""
+    wh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=wormhole_b0")
+    bh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=blackhole")
+    assert "multicast" not in wh.plan and "super_block" not in wh.plan and wh.plan["policy"] == "contiguous"
+    assert bh.plan["super_block"]["multicast"] == "automatic" and bh.plan["multicast"]["lattice"] == [10, 9]
+    assert bh.plan["super_block"]["factor"] == [1, 1]
+
+
+def _annotated_gemm(**schedule):
+    @T.prim_func
+    def gemm(A: T.Tensor((512, 64), "bfloat16"), B: T.Tensor((64, 512), "bfloat16"),
+             C: T.Tensor((512, 512), "bfloat16")):
+        with T.Kernel(16, 16, threads=128) as (bx, by):
+            A_blk = T.alloc_shared((32, 32), "bfloat16")
+            B_blk = T.alloc_shared((32, 32), "bfloat16")
+            C_acc = T.alloc_fragment((32, 32), "bfloat16")
+            T.annotate_tt_schedule(**schedule)
+            T.clear(C_acc)
+            for kk in T.serial(2):
+                T.copy(A[by * 32, kk * 32], A_blk)
+                T.copy(B[kk * 32, bx * 32], B_blk)
+                T.gemm(A_blk, B_blk, C_acc)
+            T.copy(C_acc, C[by * 32, bx * 32])
+
+    return gemm
+
+
+def test_multicast_false_and_explicit_schedules_are_kept():
+    kernel = tilelang.compile(_annotated_gemm(multicast=False), target="tt -arch=wormhole_b0 -multicast=true")
+    assert "multicast" not in kernel.plan and "super_block" not in kernel.plan   # the annotation wins
+    for schedule in (dict(policy="strided"), dict(policy="rect"), dict(order="block_linear(2)")):
+        kernel = tilelang.compile(_annotated_gemm(**schedule), target="tt -arch=wormhole_b0")
+        assert "multicast" not in kernel.plan and "super_block" not in kernel.plan, schedule
+    kernel = tilelang.compile(_annotated_gemm(multicast=True), target="tt -arch=wormhole_b0")
+    assert kernel.plan["super_block"]["multicast"] == "annotation" and kernel.plan["super_block"]["factor"] == [2, 2]
+
+
+@pytest.mark.parametrize("which", ["design", "example"])
+def test_4096_gemm_on_wormhole_moves_the_minimum(which):
+    """The issue's benchmark shape: 4096^3 bf16 on wormhole_b0's 8x8 cores, the user's 32x32 or 128x128 blocks
+    (fp32 accumulator), with the automatic choice: A, B and C cross DRAM once (protocol-only counters)."""
+    n = 4096
+    func = K.design_gemm(n, n, n) if which == "design" else K.tilelang_example_gemm(
+        n, n, n, dtype="bfloat16", accum_dtype="float32")
+    kernel = tilelang.compile(func, target="tt -arch=wormhole_b0")
+    assert kernel.plan["super_block"]["multicast"] == "automatic"
+    assert kernel.plan["super_block"]["factor"] == list(_user_rect(kernel.plan))   # one block per core
+    total = _protocol_counts(kernel)
+    assert total["dram_read_bytes"] + total["dram_write_bytes"] == 3 * n * n * 2
+
+
+@pytest.mark.skipif(os.environ.get("TILELANG_TT_REAL_CHECK") == "0", reason="real-header check disabled")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fused_artifacts_pass_the_real_header_check(arch):
+    from tilelang_tt.realcheck import check_artifact
+
+    kernel = tilelang.compile(K.tilelang_example_gemm(512, 512, 64, 128, 128, 32, dtype="bfloat16",
+                                                      accum_dtype="float32"),
+                              target=f"tt -arch={arch} -multicast=true -max_cores=4")
+    assert kernel.plan["super_block"]["factor"] == [2, 2]
+    result = check_artifact(Path(kernel.artifact_dir))
+    assert result.ok, result
