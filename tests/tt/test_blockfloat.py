@@ -326,8 +326,11 @@ def cxx_driver(tmp_path_factory):
     d = tmp_path_factory.mktemp("bfp_cxx")
     (d / "driver.cpp").write_text(DRIVER)
     exe = d / "driver"
+    from tilelang_tt.emulator import sim_install
+
+    generated = sim_install().include          # tt_sim/hw_constants.hpp, generated from device.py at build time
     subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-O1", "-I", str(REPO / "src/tt/sim/include"),
-                    str(d / "driver.cpp"), str(REPO / "src/tt/sim/blockfloat.cpp"), "-o", str(exe)],
+                    "-I", str(generated), str(d / "driver.cpp"), str(REPO / "src/tt/sim/blockfloat.cpp"), "-o", str(exe)],
                    check=True, capture_output=True, text=True)
     return exe, d
 

@@ -60,13 +60,7 @@ E8M6 to_e8m6(float f) {
 
 bool is_bfp(uint8_t fmt) { return fmt == kBfp8_b || fmt == kBfp4_b; }
 
-uint32_t tile_bytes(uint8_t fmt) {
-    switch (fmt) {
-        case kBfp8_b: return kExpBytes + kTileElems;
-        case kBfp4_b: return kExpBytes + kTileElems / 2;
-        default: return 0;
-    }
-}
+uint32_t tile_bytes(uint8_t fmt) { return is_bfp(fmt) ? format_info(fmt).tile_bytes : 0; }
 
 void unpack_bfp_tile(const uint8_t* src, uint8_t fmt, float* out1024) {
     const uint8_t* data = src + kExpBytes;

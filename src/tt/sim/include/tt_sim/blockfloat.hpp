@@ -1,4 +1,4 @@
-// tt-sim: Bfp8_b / Bfp4_b tiles as the Tensix unpacker and packer see them (standalone: no other tt_sim header).
+// tt-sim: Bfp8_b / Bfp4_b tiles as the Tensix unpacker and packer see them (needs only the generated hardware table).
 //
 // Tile = [64 shared-exponent bytes][datums]; exponent byte i is shared by datums 16i..16i+15 (one face row, tile
 // face order). Bfp8_b: one byte per datum (sign bit 7, 7-bit magnitude); Bfp4_b: one nibble per datum (sign bit 3,
@@ -7,13 +7,24 @@
 
 #include <cstdint>
 
+#include "tt_sim/hw_constants.hpp"   // generated from python/tilelang_tt/device.py, the one hardware table
+
 namespace tt_sim {
 namespace bfp {
 
-constexpr uint8_t kBfp8_b = 6;   // tt::DataFormat values
-constexpr uint8_t kBfp4_b = 7;
-constexpr uint32_t kExpBytes = 64;
-constexpr uint32_t kTileElems = 1024;
+// The format's row of the hardware table (a format the table does not list has tile_bytes 0).
+constexpr hw::FormatInfo format_info(uint8_t fmt) {
+    for (const hw::FormatInfo& f : hw::kFormats) {
+        if (f.value == fmt) return f;
+    }
+    return hw::FormatInfo{"", fmt, 0, 0, 0};
+}
+
+constexpr uint8_t kBfp8_b = hw::kBfp8_b;   // tt::DataFormat values
+constexpr uint8_t kBfp4_b = hw::kBfp4_b;
+constexpr uint32_t kExpBytes = format_info(hw::kBfp8_b).exponent_bytes;
+constexpr uint32_t kTileElems = hw::kTileElems;
+static_assert(format_info(hw::kBfp4_b).exponent_bytes == kExpBytes, "one shared-exponent section layout");
 
 bool is_bfp(uint8_t fmt);
 uint32_t tile_bytes(uint8_t fmt);   // 1088 / 576, 0 for other formats
