@@ -3,8 +3,9 @@
 Compiles the design's GEMM (bf16, 32x32 blocks), TileLang's example GEMM (128x128x32 blocks, transpose_B,
 fp16 in / fp32 accumulate, T.Pipelined, T.use_swizzle) and elementwise kernels (fp32 and bf16, plus a
 fused exp(a) * b + 1 chain), and TileLang's everyday kernels (softmax, layernorm and rms_norm in the form of
-TileLang's examples, GEMV, a rank-3 batched GEMM, a GEMM with a bias + ReLU epilogue, a two-layer MLP and FlashAttention forward) for
-wormhole_b0 and blackhole, prints each per-core plan and the artifact
+TileLang's examples, GEMV, a rank-3 batched GEMM, a GEMM with a bias + ReLU epilogue, a two-layer MLP and
+FlashAttention forward), GEMMs with block-float (Bfp8_b, Bfp4_b) and int8 dequantized weights
+(examples/dequant_kernels.py) for wormhole_b0 and blackhole, prints each per-core plan and the artifact
 directory, runs the exact generated host program and kernels on tt-sim (the CPU emulator; no Tenstorrent
 device here) and prints the max error against torch, and checks every artifact against the real TT-Metalium
 0.81 headers and libtt_metal.so.
@@ -22,6 +23,7 @@ import tilelang  # noqa: E402
 import torch  # noqa: E402
 
 import tilelang_tt  # noqa: E402,F401
+from examples import dequant_kernels as D  # noqa: E402
 from examples import kernels as K  # noqa: E402
 from tilelang_tt.realcheck import check_artifact  # noqa: E402
 from tilelang_tt.summary import plan_summary  # noqa: E402
@@ -88,6 +90,25 @@ def attention_inputs(B, H, HKV, S, D, causal=False):
     return [q, k, v, torch.empty_like(q)], ref
 
 
+def bfp_gemm_inputs(M, N, K_, fmt):
+    """bf16 A x B stored as ``fmt``: the reference multiplies by the weights as stored (tt-metal's host
+    rounding), so the printed error is the kernel's, not the format's."""
+    from tilelang_tt.blockfloat import quantize
+
+    a, b = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(K_, N, dtype=torch.bfloat16)
+    stored = torch.from_numpy(quantize(b.float().numpy(), fmt))
+    return [a, b, torch.empty(M, N, dtype=torch.bfloat16)], a.float() @ stored
+
+
+def dequant_int8_inputs(M, N, K_):
+    """int8 weights B[N, K] with per-output-channel scales: C = A @ (B * scale[:, None])^T."""
+    a = torch.randn(M, K_, dtype=torch.bfloat16)
+    b = torch.randint(-127, 128, (N, K_), dtype=torch.int8)
+    scale = (torch.rand(N) * 0.02 + 0.005).to(torch.bfloat16)
+    ref = a.float() @ (b.float() * scale.float()[:, None]).to(torch.bfloat16).float().T
+    return [a, b, scale, torch.empty(M, N, dtype=torch.bfloat16)], ref
+
+
 CASES = [
     ("design GEMM 512x512x512 bf16", lambda: K.design_gemm(512, 512, 512),
      lambda: gemm_inputs(512, 512, 512, torch.bfloat16)),
@@ -116,6 +137,12 @@ CASES = [
     ("FlashAttention fwd causal 1x2x256x128 bf16 (TileLang example form)",
      lambda: K.flash_attention(1, 2, 256, 256, 128, is_causal=True),
      lambda: attention_inputs(1, 2, 2, 256, 128, causal=True)),
+    ("GEMM 256^3 bf16 x Bfp8_b weights (HiFi2)", lambda: D.bfp_gemm(256, 256, 256, "Bfp8_b"),
+     lambda: bfp_gemm_inputs(256, 256, 256, "Bfp8_b")),
+    ("GEMM 256^3 bf16 x Bfp4_b weights (LoFi)", lambda: D.bfp_gemm(256, 256, 256, "Bfp4_b", math_fidelity="LoFi"),
+     lambda: bfp_gemm_inputs(256, 256, 256, "Bfp4_b")),
+    ("dequant GEMM 128x128x256, int8 weights, per-channel scales (TileLang example form)",
+     lambda: D.dequant_gemm_int8(128, 128, 256), lambda: dequant_int8_inputs(128, 128, 256)),
 ]
 
 
