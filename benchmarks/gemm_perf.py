@@ -6,9 +6,12 @@ For bf16 GEMM M=N=K in 512..8192 on wormhole_b0 (8x8) and blackhole (11x10), wit
 (HiFi2 for bf16, ttnn's default): the modeled time, TFLOPS, what binds it, and the ratio to the published
 figure (wormhole: tt-metal's tuned BF16-HiFi2 n150 8x8 at the same size; blackhole: the best published 11x10
 BF16-HiFi2 DRAM figure, 253 TFLOPS, for every size). The model's own error against those anchors is in
-docs/perf_model.md. Then, for 4096^3 on wormhole_b0, DRAM bytes read + written from a protocol-only tt-sim
-run against the A + B + C minimum: what the compiler generates today, however much that is, without and with
-TTMulticastReuse's 2-D multicast (target option multicast=true: A multicast along core rows, B down core columns).
+docs/perf_model.md. The table compiles with the defaults, so SuperBlockTT's automatic multicast and per-core
+super-blocks apply where the grid allows (column "fused": the h x w user blocks fused per core, "-" for none).
+Then, for 4096^3 on wormhole_b0, DRAM bytes read + written from a protocol-only tt-sim run against the A + B + C
+minimum: without multicast (target option multicast=false: the contiguous split, block by block) and with the
+automatic choice (TTMulticastReuse's 2-D multicast, A along core rows and B down core columns, of per-core
+super-blocks).
 """
 
 import argparse
@@ -33,13 +36,18 @@ BLOCKS = {
 }
 
 
+def _fused(kernel) -> str:
+    sb = kernel.plan.get("super_block")
+    return "-" if sb is None else "x".join(str(f) for f in sb["factor"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-protocol", action="store_true", help="skip the 4096^3 protocol-only runs")
     args = parser.parse_args()
     t_start = time.perf_counter()
     print(f"{'arch':12s} {'blocks':20s} {'M=N=K':>6s} {'model us':>10s} {'TFLOPS':>8s} {'bound':>7s} "
-          f"{'anchor':>7s} {'ratio':>6s} {'DRAM MB':>9s} {'x min':>6s}")
+          f"{'anchor':>7s} {'ratio':>6s} {'DRAM MB':>9s} {'x min':>6s} {'fused':>6s}")
     kernels = {}
     for arch in ("wormhole_b0", "blackhole"):
         for label, make in BLOCKS.items():
@@ -50,7 +58,8 @@ def main() -> int:
                 minimum = 3 * n * n * 2
                 print(f"{arch:12s} {label:20s} {n:6d} {model['seconds'] * 1e6:10.1f} {model['tflops']:8.2f} "
                       f"{model['bound']:>7s} {anchor:7.2f} {model['tflops'] / anchor:6.3f} "
-                      f"{model['dram_bytes'] / 1e6:9.1f} {model['dram_bytes'] / minimum:6.1f}", flush=True)
+                      f"{model['dram_bytes'] / 1e6:9.1f} {model['dram_bytes'] / minimum:6.1f} "
+                      f"{_fused(kernel):>6s}", flush=True)
                 kernels[(arch, label, n)] = kernel
     print("(modeled, not measured: perf_model.py; counts from the static walk of each artifact's tt.program.txt)")
     ref = pm.evaluate(pm.mcast_2d_gemm_work(4096, 4096, 4096, (8, 8)), "wormhole_b0", "HiFi2", "reference")
@@ -63,15 +72,16 @@ def main() -> int:
         minimum = 3 * n * n * 2
         for label, make in BLOCKS.items():
             for mcast in (False, True):
-                kernel = (tilelang.compile(make(n), target="tt -arch=wormhole_b0 -multicast=true") if mcast
-                          else kernels[("wormhole_b0", label, n)])
+                kernel = (kernels[("wormhole_b0", label, n)] if mcast
+                          else tilelang.compile(make(n), target="tt -arch=wormhole_b0 -multicast=false"))
                 tensors = [torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]]
                 t0 = time.perf_counter()
                 kernel.emulate(*tensors, protocol_only=True)
                 total = kernel.report["total"]
                 moved = total["dram_read_bytes"] + total["dram_write_bytes"]
                 model = kernel.report["model"]
-                how = "multicast" if mcast else "no multicast"
+                how = (f"automatic: multicast, {_fused(kernel)} blocks fused per core" if mcast
+                       else "multicast=false")
                 print(f"tt-sim protocol-only 4096^3 wormhole_b0 {label}, {how}: DRAM read "
                       f"{total['dram_read_bytes'] / 1e6:.1f} MB + written {total['dram_write_bytes'] / 1e6:.1f} MB = "
                       f"{moved / 1e6:.1f} MB, DRAM ratio {moved / minimum:.2f}x the {minimum / 1e6:.1f} MB minimum "

@@ -259,7 +259,7 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
-        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE},
+        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag},
         scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)),
         index_tiles=any(c.op == "generate_index_tile" for c in calls(body)),
         mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)

@@ -135,6 +135,11 @@ class DeviceProfile:
     dram_alignment: int       # DRAM page alignment; NoC DRAM reads need src == dst modulo this
     l1_alignment: int         # L1 alignment; NoC L1 transfers and DRAM writes need src == dst modulo this
     noc_ids: tuple[int, ...] = (0, 1)
+    # A multicast sender flushes its data writes (noc_async_writes_flushed) before multicasting the VALID flag:
+    # Blackhole issues the two from separate command FIFOs; on Wormhole one NoC and static virtual channel keep
+    # them in order (../shared/reference/TT_KERNEL_PATTERNS.md 3.2 step 4; ttnn
+    # reader_bmm_tile_layout_in0_sender_padding.cpp:171-172 flushes under ARCH_BLACKHOLE only).
+    mcast_flush_before_flag: bool = False
     max_runtime_args: int = 341
     sources: tuple[str, ...] = ()
 
@@ -177,6 +182,7 @@ DEVICES: dict[str, DeviceProfile] = {
         arch="blackhole", board="p150", grid_x=11, grid_y=10, l1_bytes=1536 * KIB,
         l1_unreserved_base=_unreserved_base(0xA080, 64, 16), mem_zeros_base=0x34E0, mem_zeros_size=512,
         dram_banks=8, num_cbs=64, dst_tiles=8, dst_tiles_fp32=4, dram_alignment=64, l1_alignment=16,
+        mcast_flush_before_flag=True,
         sources=(
             "grid 11x10: tt_metal/core_descriptors/blackhole_140_arch.yaml (2 columns harvested)",
             "L1 1536 KiB: tt_metal/hw/inc/internal/tt-1xx/blackhole/dev_mem_map.h:33 MEM_L1_SIZE",

@@ -137,8 +137,8 @@ CORPUS = [
      r"receiver is ready"),
     ("reversed_corners", "kernels/reader.cpp", "return noc_index == 0 ?", "return noc_index != 0 ?",
      r"multicast rectangle start \(\d+, \d+\) end \(\d+, \d+\) on NOC\d: the corners are reversed for this NoC"),
-    ("wrong_num_dests", "kernels/reader.cpp", "group.num_dests);\n        // Blackhole",
-     "group.num_dests + 1);\n        // Blackhole",
+    ("wrong_num_dests", "kernels/reader.cpp", "group.num_dests);\n        //",
+     "group.num_dests + 1);\n        //",
      r"noc_async_write_multicast with num_dests = \d+, but the rectangle .* holds \d+ cores besides the sender"),
 ]
 

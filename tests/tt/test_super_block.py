@@ -99,14 +99,24 @@ def test_l1_bounds_the_fusion_and_traffic_follows_the_factor():
     assert total["dram_write_bytes"] == M * N * 2
 
 
-def test_automatic_multicast_only_without_losing_parallelism():
-    """A 10x9 block grid: on wormhole's 8x8 cores a lattice needs 2x3-block rectangles (6 blocks per core where
-    the contiguous split has 2): no multicast. Blackhole's 11x10 cores hold it one block per core: multicast."""
+def test_automatic_multicast_follows_the_roofline():
+    """Automatic multicast is taken when the roofline (PERF_ANCHORS sec. 8, device.PERF) models the lattice faster.
+    A 10x9 grid of 32x32 blocks: wormhole's 8x8 cores hold it as a 5x3 lattice of 2x3-block rectangles (6 blocks
+    per core where the contiguous split has 2), blackhole's 11x10 one block per core; both DRAM-bound without
+    reuse, so both multicast. A 5x13 grid of 128x128 blocks with K = 8192 on wormhole: the only lattice is 5x1
+    (13 blocks per core on 5 cores, 2 per core contiguous): 1.85 ms of HiFi2 tile-MACs against 1.39 ms of DRAM for
+    the contiguous split, so it stays contiguous."""
     wh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=wormhole_b0")
     bh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=blackhole")
-    assert "multicast" not in wh.plan and "super_block" not in wh.plan and wh.plan["policy"] == "contiguous"
-    assert bh.plan["super_block"]["multicast"] == "automatic" and bh.plan["multicast"]["lattice"] == [10, 9]
-    assert bh.plan["super_block"]["factor"] == [1, 1]
+    assert wh.plan["super_block"] == {"factor": [2, 3], "block": [32, 32], "grid": [10, 9], "multicast": "automatic"}
+    assert wh.plan["multicast"]["lattice"] == [5, 3]
+    assert bh.plan["super_block"]["factor"] == [1, 1] and bh.plan["multicast"]["lattice"] == [10, 9]
+    tall = tilelang.compile(K.tilelang_example_gemm(640, 1664, 8192, dtype="bfloat16", accum_dtype="float32"),
+                            target="tt -arch=wormhole_b0")
+    assert "multicast" not in tall.plan and "super_block" not in tall.plan and tall.plan["policy"] == "contiguous"
+    forced = tilelang.compile(K.tilelang_example_gemm(640, 1664, 8192, dtype="bfloat16", accum_dtype="float32"),
+                              target="tt -arch=wormhole_b0 -multicast=true")
+    assert forced.plan["multicast"]["lattice"] == [5, 1] and forced.plan["super_block"]["multicast"] == "target"
 
 
 def _annotated_gemm(**schedule):
@@ -163,3 +173,14 @@ def test_fused_artifacts_pass_the_real_header_check(arch):
     assert kernel.plan["super_block"]["factor"] == [2, 2]
     result = check_artifact(Path(kernel.artifact_dir))
     assert result.ok, result
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_multicast_flag_flush_follows_the_hardware_table(arch):
+    """The sender flushes its data writes before the VALID flag only where the hardware table says the NoC may
+    reorder them (Blackhole); both forms run on tt-sim and match the unicast kernel bit for bit."""
+    M, N, K_ = (512, 512, 64) if arch == "wormhole_b0" else (640, 704, 64)
+    kernel = tilelang.compile(K.design_gemm(M, N, K_), target=f"tt -arch={arch}")
+    reader = (Path(kernel.artifact_dir) / "kernels" / "reader.cpp").read_text()
+    assert ("noc_async_writes_flushed();" in reader) == get_device(arch).mcast_flush_before_flag
+    assert get_device(arch).mcast_flush_before_flag == (arch == "blackhole")

@@ -30,8 +30,12 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      TensorizeTT on the candidate (their CB sizes are the ones VerifyTTProgram checks).
      Automatic multicast: a kernel with no schedule choice (policy ``contiguous``, order ``row_major``, no
      ``multicast`` in the annotation or the target) that is the canonical GEMM gets ``multicast=True`` when the
-     block grid has a core lattice with as many blocks per core as the contiguous split's busiest core (the
-     same critical path, so only DRAM / NoC traffic changes); ``multicast=False`` keeps it off.
+     block grid has a core lattice and, with the fusion found for it, the roofline of PERF_ANCHORS section 8
+     (rates from ``device.PERF``) models it faster than the contiguous split run block by block:
+     ``max(busiest core's tile-MACs x FPU cycles / fpu_efficiency / clock, DRAM bytes / interleaved DRAM
+     bandwidth)``, DRAM bytes ``A x W / w + B x H / h + C`` on the lattice against every block reading its A and B
+     panels. A lattice that leaves most cores idle loses when the kernel is compute-bound; ``multicast=False``
+     keeps the schedule as written.
 Attributes written: ``tt.super_block`` = ``{"factor": [h, w], "block": [bm, bn], "grid": [gy, gx] (the user's),
      "multicast": "annotation" | "target" | "automatic"}`` when the kernel is fused or multicast was chosen
      automatically; the root block's ``tt.schedule_annotation`` (``multicast=True``, policy ``rect``).
@@ -47,6 +51,7 @@ from tvm import tirx
 
 from .. import attrs
 from ..errors import TTError
+from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf
 from ..schedule import lattice_rect, make_schedule_spec
 from ..target import TTOptions
 from .common import TileOps, decode_region, is_call_to, is_global, prim_func_pass, static_shape, tile_op_call
@@ -325,9 +330,9 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     usable = min(options.core_limit(), dev.grid_x * dev.grid_y)
     lattice = lattice_rect(gy, gx, dev.grid_y, dev.grid_x, usable)
     if spec.multicast is None:
-        # automatic: only a kernel that chose nothing, and only without lengthening the busiest core's work
+        # automatic: only a kernel that chose nothing; decided by the roofline once the fusion is known
         if (spec.policy, spec.order, spec.rect, spec.stride) != ("contiguous", "row_major", None, None) or \
-                lattice is None or lattice[0] * lattice[1] != math.ceil(gy * gx / usable):
+                lattice is None:
             return func
         spec = make_schedule_spec("rect", spec.order, None, None, spec.chunk_k_tiles, spec.qk_chunk_tiles, True)
         source = "automatic"
@@ -339,6 +344,7 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     candidates = sorted(((h, w) for h in range(1, H + 1) if H % h == 0 for w in range(1, W + 1) if W % w == 0),
                         key=lambda f: ((W // f[1]) * m_rows + (H // f[0]) * n_cols, -f[0] * f[1], abs(f[0] - f[1])))
     spec_dict = spec.as_dict()
+    chosen = None
     for h, w in candidates:
         if (h, w) == (1, 1):
             break
@@ -346,11 +352,37 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
         fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
         need = _cb_bytes(fused, options)
         if need is not None and need <= dev.l1_usable_bytes:
-            return fused.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "block": [gemm.bm, gemm.bn],
-                                                       "grid": [gy, gx], "multicast": source})
-    out = _rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict))
-    return out.with_attr(attrs.SUPER_BLOCK, {"factor": [1, 1], "block": [gemm.bm, gemm.bn], "grid": [gy, gx],
+            chosen = (fused, h, w)
+            break
+    if chosen is None:
+        chosen = (_rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict)), 1, 1)
+    out, h, w = chosen
+    if source == "automatic" and not _lattice_pays(func, gemm, options, (gy, gx), (H, W), (h, w), usable):
+        return func
+    return out.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "block": [gemm.bm, gemm.bn], "grid": [gy, gx],
                                              "multicast": source})
+
+
+def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable: int) -> bool:
+    """The roofline (PERF_ANCHORS section 8) of the lattice with ``factor`` fused against the contiguous split."""
+    (gy, gx), (H, W), (h, w) = grid, rect, factor
+    perf = get_perf(options.arch)
+    fidelity = str(func.attrs[attrs.OPTIONS]["math_fidelity"])
+    a_axis_k = 0 if g.trans_a else 1
+    kt = int(g.loop.extent) * math.ceil(int(static_shape(g.a)[a_axis_k]) / 32)
+    mt, nt = math.ceil(g.bm / 32), math.ceil(g.bn / 32)
+    a_tile, b_tile = (g.a.dtype.bits // 8) * 1024, (g.b.dtype.bits // 8) * 1024
+    a_total, b_total = gy * mt * kt * a_tile, gx * nt * kt * b_tile
+    c_total = gy * gx * mt * nt * 1024 * max(decode_region(tile_op_call(s).args[1]).buffer.dtype.bits // 8
+                                             for s in g.epilogue)
+
+    def seconds(blocks_per_core: int, dram_bytes: int) -> float:
+        cycles = blocks_per_core * mt * nt * kt * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
+        return max(cycles / perf.clock_hz, dram_bytes / perf.dram_bw_interleaved)
+
+    contiguous = seconds(math.ceil(gy * gx / usable), gy * gx * (mt * kt * a_tile + nt * kt * b_tile) + c_total)
+    lattice = seconds(H * W, a_total * (W // w) + b_total * (H // h) + c_total)
+    return lattice < contiguous
 
 
 def SuperBlockTT(options: TTOptions):

@@ -152,9 +152,7 @@ inline void read_tiles_mcast(uint32_t cb, const Accessor& tensor, const TileGrid
         const uint32_t l1_addr = get_write_ptr(cb);
         noc_async_write_multicast(l1_addr, mcast_addr(group, l1_addr), rows * cols * get_tile_size(cb),
                                   group.num_dests);
-        // Blackhole issues data and flag from separate command FIFOs: the data must leave first (harmless on
-        // Wormhole, where one NoC and virtual channel keep them in order).
-        noc_async_writes_flushed();
+        // One NoC and static virtual channel keep the data ahead of the flag: no flush (Blackhole needs one).
         noc_semaphore_set_multicast(group.receiver_sem_addr, mcast_addr(group, group.receiver_sem_addr),
                                     group.num_dests);
     } else {
