@@ -209,6 +209,24 @@ BAD = {
 }
 
 
+def test_verifier_refuses_an_init_before_its_reconfig():
+    """The LLK asserts in the init that the unpacker already has the init's CB formats (TT_KERNEL_PATTERNS 5.4):
+    copy_init of a Float32 CB while SrcA is configured for Float16_b is refused even when a reconfiguration and a
+    second copy_init follow before the copy (tt-sim refuses it at the first init, as the hardware does)."""
+    cbs = {"in": _cb("in", 0, ("reader",), ("compute",), "Float32"), "out": _cb("out", 16, ("compute",), ("writer",))}
+    body = _copy()
+    at = next(i for i, c in enumerate(body) if c.op == "copy_init")
+    body[at:at + 1] = [Call("copy_init", (IN,)), Call("reconfig_data_format_srca", (IN,)), Call("copy_init", (IN,))]
+    startup = Call("hw_startup", (OUT, OUT, OUT))
+    with pytest.raises(TTVerifyError) as info:
+        _verify(_program(READ, body, WRITE, startup=startup, cbs=cbs))
+    assert info.value.rule == "src-format", str(info.value)
+    assert "copy_init for in (Float32) while srca is configured for Float16_b: reconfig_data_format must come " \
+           "before the init it affects" in str(info.value)
+    body[at:at + 3] = [Call("reconfig_data_format_srca", (IN,)), Call("copy_init", (IN,))]   # the right order
+    _verify(_program(READ, body, WRITE, startup=startup, cbs=cbs))
+
+
 @pytest.mark.parametrize("rule", sorted(BAD))
 def test_verifier_rule(rule):
     with pytest.raises(TTVerifyError) as info:
@@ -239,7 +257,8 @@ def test_verifier_knows_the_reduce_operand_order():
     _verify(_reduce_program(lambda data, scaler: (scaler, data)))
     with pytest.raises(TTVerifyError) as info:
         _verify(_reduce_program(lambda data, scaler: (data, scaler)))
-    assert info.value.rule == "src-format" and "reduce_tile_sum_row" in str(info.value), str(info.value)
+    # refused at the init, where the LLK asserts (the unpacker must be configured before reduce_init)
+    assert info.value.rule == "src-format" and "reduce_init_sum_row" in str(info.value), str(info.value)
 
 
 def test_verifier_names_the_tilelang_statement():

@@ -15,7 +15,9 @@ Errors: TTVerifyError naming the rule, the kernel, the op and the TileLang state
   init          every tile op runs after its own init (same operands) on its unit (FPU or SFPU)
   reconfig-order a data-format reconfiguration of the unpacker is followed by a new FPU init before the
                 next FPU op (the LLK asserts this order)
-  src-format    SrcA / SrcB / the packer are configured for the format of the CB an op reads or packs
+  src-format    SrcA / SrcB / the packer are configured for the format of the CB an op reads or packs, and
+                every FPU init finds SrcA / SrcB already configured for its CBs (the LLK asserts this in the
+                init: reconfig_data_format* comes before the init it affects)
   read-barrier  a reader pushes a block only after ``noc_async_read_barrier``; a writer pops a block only
                 after ``noc_async_write_barrier``
   unlowered     no pseudo op (``consume``) or virtual DST register survives
@@ -179,6 +181,11 @@ class _Verifier:
         if spec.kind == "startup":
             self.fail("init", "compute_kernel_hw_startup inside the kernel body", c)
         if spec.kind == "init":
+            for reg, a in zip(_init_sources(c.op) if spec.unit == "fpu" else (), c.args):
+                if isinstance(a, CB) and self.state[reg] != self.fmt(a):
+                    self.fail("src-format", f"{c.op} for {a.name} ({self.fmt(a)}) while {reg} is configured for "
+                                                f"{self.state[reg]}: reconfig_data_format must come before the init it "
+                                                "affects", c)
             self.state[spec.unit] = (c.op, c.args)
         elif c.op == "pack_reconfig_data_format":
             self.state["pack"] = self.fmt(c.args[0])
@@ -218,6 +225,21 @@ class _Verifier:
 _SOURCES = {"copy_tile": ("srca",), "transpose_tile": ("srca",), "matmul_tiles": ("srcb", "srca"),
             "reduce_tile_sum_row": ("srcb", "srca"),   # REDUCE_ROW SUM: the scaler in SrcA, the data in SrcB
             **{f"unary_bcast_{d}": ("srcb",) for d in ("rows", "cols", "scalar")}}
+
+
+def _init_sources(op: str) -> tuple:
+    """The source registers an FPU init configures its CB operands for, in argument order."""
+    if op in ("copy_init", "transpose_init"):
+        return ("srca",)
+    if op == "matmul_init":                       # in0 -> SrcB, in1 -> SrcA
+        return ("srcb", "srca")
+    if op.startswith("unary_bcast_init_"):        # the broadcast modes unpack through SrcB
+        return ("srcb",)
+    if op.startswith("unary_bcast_uninit_"):
+        return ()
+    if op == "reduce_init_sum_row":               # REDUCE_ROW SUM: the data in SrcB, the scaler in SrcA
+        return ("srcb", "srca")
+    return ("srca", "srcb")                       # binary, broadcast and the other reduce inits
 
 
 def _norm(counts: dict) -> dict:
