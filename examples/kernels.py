@@ -303,14 +303,17 @@ def mlp(M: int = 256, D: int = 128, H: int = 256, block_M: int = 32, dtype: str 
 
 def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: int = 256, dim: int = 64,
                     kv_heads: int | None = None, is_causal: bool = False, block_M: int = 64, block_N: int = 64,
-                    num_stages: int = 1, dtype: str = "bfloat16", layout: str = "bhsd"):
+                    num_stages: int = 1, dtype: str = "bfloat16", layout: str = "bhsd",
+                    qk_chunk_tiles: int | None = None, math_fidelity: str | None = None):
     """FlashAttention forward in the form of TileLang's example_mha_fwd_bhsd.py (``layout="bhsd"``: Q, K, V as
     [batch, heads, seq, dim]) and example_mha_fwd_bshd.py (``layout="bshd"``: [batch, seq, heads, dim]);
     the online softmax with exp2 and log2(e) folded into the scale, the output
     accumulator rescaled in place and P.V as a GEMM on the on-chip probabilities. kv_heads < heads is
     grouped-query attention (query head h reads K/V head h // (heads // kv_heads)). Causal: K/V blocks above the
     diagonal are not visited (the loop's trip count depends on bx) and the score block is initialised with the
-    mask (0 or -inf from the query and key positions) before QK^T accumulates into it."""
+    mask (0 or -inf from the query and key positions) before QK^T accumulates into it. The row maximum is a
+    running one (``T.max`` with the previous), as in TileLang's current examples. ``qk_chunk_tiles`` asks
+    SDPAFusionTT to stream K/V in smaller chunks than block_N; ``math_fidelity`` overrides ttnn's default (HiFi2)."""
     kv_heads = kv_heads or heads
     past_len = seq_kv - seq_q
     groups = heads // kv_heads
@@ -340,6 +343,10 @@ def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: in
             scores_sum = T.alloc_fragment([block_M], accum_dtype)
             logsum = T.alloc_fragment([block_M], accum_dtype)
 
+            if qk_chunk_tiles is not None:
+                T.annotate_tt_schedule(qk_chunk_tiles=qk_chunk_tiles)
+            if math_fidelity is not None:
+                T.annotate_tt_compute(math_fidelity=math_fidelity)
             T.copy(rows(Q, bz, by, bx * block_M, block_M), Q_shared)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
@@ -359,6 +366,8 @@ def flash_attention(batch: int = 1, heads: int = 2, seq_q: int = 256, seq_kv: in
                 T.copy(scores_max, scores_max_prev)
                 T.fill(scores_max, -T.infinity(accum_dtype))
                 T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_max[i] = T.max(scores_max[i], scores_max_prev[i])
                 for i in T.Parallel(block_M):
                     scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
                 for i, j in T.Parallel(block_M, block_N):

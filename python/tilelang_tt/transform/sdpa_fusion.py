@@ -309,6 +309,136 @@ def _split_diagonal(match: _Match, ana):
     return [bound, full, diag], "diagonal"
 
 
+# ---- K/V chunks of qk_chunk_tiles ------------------------------------------------------------------------------
+def _any_until(cond, k, loops, extents, ana):
+    """The number of chunks ``k = 0, 1, ...`` for which ``cond`` holds for some element, when ``cond`` (an affine
+    comparison, see ``_always_from``) holds for small ``k`` only; None otherwise."""
+    kinds = {tirx.GE: (1, 0), tirx.GT: (1, 1), tirx.LE: (-1, 0), tirx.LT: (-1, 1)}
+    for kind, (sign, strict) in kinds.items():
+        if isinstance(cond, kind):
+            break
+    else:
+        return None
+    d = (cond.a - cond.b) * sign - strict
+    coeffs = tvm.arith.detect_linear_equation(d, [k, *loops])
+    if len(coeffs) != len(loops) + 2 or not all(isinstance(c, tirx.IntImm) for c in coeffs[:-1]):
+        return None
+    ck, per_elem, base = int(coeffs[0]), [int(c) for c in coeffs[1:-1]], coeffs[-1]
+    if ck >= 0:
+        return None
+    hi = sum(max(0, c * (e - 1)) for c, e in zip(per_elem, extents))
+    numerator = ana.simplify(base + hi - ck)        # some element true while base + ck*k + hi >= 0
+    if not ana.can_prove(numerator >= 0):
+        return None
+    return tirx.floordiv(numerator, -ck)
+
+
+class _Rechunk:
+    """The attention loop re-blocked to K/V chunks of ``rows`` rows (a divisor of the kernel's ``block_N``).
+
+    The online softmax is exact under any chunking, so a K/V block of the kernel becomes ``block_N / rows``
+    consecutive chunks: the K/V-position axis of ``K_s``, ``V_s``, the scores and the probabilities shrinks to
+    ``rows``, every ``k * block_N`` becomes ``k' * rows``, the element loops over that axis and the copy/gemm
+    extents shrink with it, and the trip count is multiplied (then cut where the mask leaves nothing visible)."""
+
+    def __init__(self, match: _Match, rows: int, src):
+        self.m, self.rows, self.src = match, rows, src
+        self.block_n = int(match.k_s.shape[0])
+        self.ratio = self.block_n // rows
+        v_s = decode_region(match.pv.args[1]).buffer
+        probs = {decode_region(match.pv.args[0]).buffer}
+        axis = {match.k_s: 0, v_s: 0, match.scores: len(match.scores.shape) - 1}
+        for p in probs:
+            axis[p] = len(p.shape) - 1
+        self.axis = {}
+        self.new = {}
+        for buf, ax in axis.items():
+            shape = list(buf.shape)
+            shape[ax] = rows
+            nb = tirx.decl_buffer(shape, buf.dtype, buf.name, scope=str(buf.scope()))
+            self.new[buf.data] = nb
+            self.axis[buf.data] = self.axis[nb.data] = ax
+
+    def fail(self, why: str):
+        raise TTAnnotationError(f"cannot re-block the K/V loop into chunks of {self.rows} rows: {why}",
+                                construct="T.annotate_tt_schedule(qk_chunk_tiles=...)", source=self.src,
+                                fix=f"write the kernel with block_N = {self.rows} or omit qk_chunk_tiles")
+
+    def run(self, loop):
+        k = loop.loop_var
+        k2 = self.k2 = tirx.Var(k.name, k.dtype)
+        start = k2 * self.rows
+        chunk_vars = set()
+
+        def find_axis_vars(node):      # element loops indexing the chunk axis of a re-blocked buffer
+            if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)) and node.buffer.data in self.new:
+                idx = node.indices[self.axis[node.buffer.data]]
+                if isinstance(idx, tirx.Var):
+                    chunk_vars.add(idx)
+
+        tirx.stmt_functor.post_order_visit(loop.body, find_axis_vars)
+        bn = self.block_n
+
+        def post(node):
+            if isinstance(node, tirx.Mul):
+                for a, b in ((node.a, node.b), (node.b, node.a)):
+                    if isinstance(a, tirx.Var) and a.same_as(k) and isinstance(b, tirx.IntImm) and int(b) % bn == 0:
+                        return start * (int(b) // bn)
+                return None
+            if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL and node.loop_var in chunk_vars:
+                if not (isinstance(node.extent, tirx.IntImm) and int(node.extent) == bn):
+                    self.fail(f"the element loop over {node.loop_var.name} does not span the K/V block")
+                return tirx.For(node.loop_var, node.min, tirx.IntImm("int32", self.rows), node.kind, node.body,
+                                node.thread_binding, node.annotations)
+            if isinstance(node, tirx.BufferLoad) and node.buffer.data in self.new:
+                return tirx.BufferLoad(self.new[node.buffer.data], node.indices)
+            if isinstance(node, tirx.BufferStore) and node.buffer.data in self.new:
+                return tirx.BufferStore(self.new[node.buffer.data], node.value, node.indices)
+            if isinstance(node, tirx.Call) and node.op.same_as(TileOps.region):
+                return self.region(node)
+            if isinstance(node, tirx.Call) and node.op.same_as(TileOps.gemm):
+                return self.gemm(node)
+            return None
+
+        body = tirx.stmt_functor.ir_transform(loop.body, None, post,
+                                              ["tirx.Mul", "tirx.For", "tirx.BufferLoad", "tirx.BufferStore",
+                                               "tirx.Call"])
+        left = []
+        tirx.stmt_functor.post_order_visit(body, lambda n: left.append(n) if isinstance(n, tirx.Var)
+                                           and n.same_as(k) else None)
+        if left:
+            self.fail(f"the loop variable {k.name} is used other than as {k.name} * {bn}")
+        extent = loop.extent * self.ratio
+        return tirx.For(k2, loop.min * self.ratio, extent, loop.kind, body, None, loop.annotations)
+
+    def region(self, node):
+        load = node.args[0]
+        ext = list(node.args[2:])
+        buf = load.buffer                      # already the re-blocked buffer (children are rewritten first)
+        if buf.data in self.axis:
+            ax = self.axis[buf.data] - (len(buf.shape) - len(ext))
+            ext[ax] = tirx.IntImm("int32", self.rows)
+        elif is_global(buf):   # the K/V rows of this chunk: the dimension whose start moved to the chunk
+            lead = len(load.indices) - len(ext)
+            for d, lo in enumerate(load.indices):
+                if d >= lead and _uses(lo, self.k2) and int(ext[d - lead]) == self.block_n:
+                    ext[d - lead] = tirx.IntImm("int32", self.rows)
+        return tirx.Call(node.dtype, node.op, [load, node.args[1], *ext])
+
+    def gemm(self, node):
+        args = list(node.args)
+        a, b, c = (decode_region(x) for x in args[:3])
+        m_, n_ = c.extents[-2], c.extents[-1]
+        k_ = a.extents[-2] if bool(args[3]) else a.extents[-1]
+        args[5], args[6], args[7] = (tirx.IntImm("int32", int(v)) for v in (m_, n_, k_))
+        return tirx.Call(node.dtype, node.op, args)
+
+
+def _uses(expr, var) -> bool:
+    hits = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: hits.append(n) if isinstance(n, tirx.Var)
+                                       and n.same_as(var) else None)
+    return bool(hits)
 # ---- the pass ----------------------------------------------------------------------------------------------------
 def _root_block(func):
     found = []
@@ -349,18 +479,20 @@ def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
     q_rows, k_rows = int(match.q_s.shape[0]), int(match.k_s.shape[0])
     head_dim = int(match.q_s.shape[-1])
     ann = _schedule_annotation(block)
-    if ann is not None and "qk_chunk_tiles" in ann and int(ann["qk_chunk_tiles"]) * TILE != k_rows:
-        raise TTAnnotationError(
-            f"qk_chunk_tiles={int(ann['qk_chunk_tiles'])} asks for K/V chunks of {int(ann['qk_chunk_tiles']) * TILE}"
-            f" rows, but the kernel's K/V block has {k_rows} rows", construct="T.annotate_tt_schedule(qk_chunk_tiles=...)",
-            source=src, fix=f"the K/V chunk is the kernel's block_N: write block_N = {int(ann['qk_chunk_tiles']) * TILE}"
-                            f" or qk_chunk_tiles={k_rows // TILE}")
-    info = {"q_chunk_tiles": -(-q_rows // TILE), "k_chunk_tiles": -(-k_rows // TILE),
-            "head_dim_tiles": -(-head_dim // TILE), "causal": False, "zigzag": False, "granule": 1, "mask": "none"}
     ana = tvm.arith.Analyzer()
     for var, extent in grid.values():
         ana.bind(var, tvm.ir.Range(0, extent))
-    body = block.body
+    body, allocs = block.body, list(block.alloc_buffers)
+    chunk_rows = int(ann["qk_chunk_tiles"]) * TILE if ann is not None and "qk_chunk_tiles" in ann else k_rows
+    if chunk_rows != k_rows:
+        if chunk_rows > k_rows or k_rows % chunk_rows:
+            raise TTAnnotationError(
+                f"qk_chunk_tiles={chunk_rows // TILE} asks for K/V chunks of {chunk_rows} rows, which do not divide "
+                f"the kernel's K/V block of {k_rows} rows", construct="T.annotate_tt_schedule(qk_chunk_tiles=...)",
+                source=src, fix=f"use a qk_chunk_tiles that divides {k_rows // TILE}")
+        body, allocs, match = _apply_rechunk(body, allocs, match, chunk_rows, ana, src)
+    info = {"q_chunk_tiles": -(-q_rows // TILE), "k_chunk_tiles": chunk_rows // TILE,
+            "head_dim_tiles": -(-head_dim // TILE), "causal": False, "zigzag": False, "granule": 1, "mask": "none"}
     new_loop, mask = _split_diagonal(match, ana)
     info["mask"] = mask
     if new_loop is not None:
@@ -385,10 +517,53 @@ def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
                     body = _rebind_zigzag(body, qvar, n)
     if not body.same_as(block.body):
         new_block = tirx.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
-                                block.alloc_buffers, block.match_buffers, block.annotations)
+                                allocs, block.match_buffers, block.annotations)
         func = func.with_body(_replace_block(func.body, block, new_block))
     logger.info("SDPAFusionTT: %s", info)
     return func.with_attr(attrs.SDPA, info)
+
+
+def _has_mask(match: _Match) -> bool:
+    return any(p is not None and p[3].buffer.same_as(match.scores) and is_call_to(p[3].value, _IF_THEN_ELSE)
+               for p in (_parallel_store(x) for x in _stmts(match.loop.body)))
+
+
+def _running_max(match: _Match) -> bool:
+    """The row maximum carries over K/V blocks: it is not refilled in the loop, or it is combined with the
+    previous one by ``T.max`` after the reduction."""
+    m = decode_region(match.reduce_max.args[1]).buffer
+    refilled = any(decode_region(c.args[0]).buffer.same_as(m) for c in _calls(match.loop.body, TileOps.fill))
+    combined = []
+    tirx.stmt_functor.post_order_visit(match.loop.body, lambda n: combined.append(n) if isinstance(n, tirx.BufferStore)
+                                       and n.buffer.same_as(m) and isinstance(n.value, tirx.Max) else None)
+    return not refilled or bool(combined)
+
+
+def _apply_rechunk(body, allocs, match, rows, ana, src):
+    """(body, alloc buffers, match) with the attention loop re-blocked to K/V chunks of ``rows`` rows; the trip
+    count is cut where a causal mask leaves no element of a chunk visible."""
+    rc = _Rechunk(match, rows, src)
+    if _has_mask(match) and not _running_max(match):
+        rc.fail("the kernel masks scores but resets its row maximum every K/V block (T.fill before "
+                "T.reduce_max, no T.max with the previous maximum), so a chunk whose rows are all masked would "
+                "give -inf maxima; keep a running maximum (scores_max[i] = T.max(scores_max[i], "
+                "scores_max_prev[i]) after the reduction)")
+    loop = rc.run(match.loop)
+    masks = [p for p in (_parallel_store(x) for x in _stmts(loop.body))
+             if p is not None and p[3].buffer.data in rc.axis and is_call_to(p[3].value, _IF_THEN_ELSE)]
+    if len(masks) == 1:
+        loops, extents, lets, store = masks[0]
+        cond = tirx.stmt_functor.substitute(store.value.args[0], lets) if lets else store.value.args[0]
+        visible = _any_until(cond, loop.loop_var, loops, extents, ana)
+        if visible is not None and ana.can_prove(loop.min == 0):
+            loop = tirx.For(loop.loop_var, loop.min, tirx.min(loop.extent, visible), loop.kind, loop.body, None,
+                            loop.annotations)
+    body = _replace_in_seq(body, match.loop, [loop])
+    allocs = [rc.new.get(b.data, b) for b in allocs]
+    new_match = _match_loop(loop)
+    if new_match is None:
+        rc.fail("the re-blocked loop lost the attention structure")
+    return body, allocs, new_match
 
 
 def _enclosing_seq(body, loop):
