@@ -70,7 +70,7 @@ def test_design_gemm(arch, schedule):
     # 4x6 block grid with 3 blocks per core, as many as the contiguous split's busiest core; each rectangle is fused
     assert kernel.plan["policy"] == (schedule or {}).get("policy", "rect")
     if schedule is None:
-        assert kernel.plan["super_block"] == {"factor": [1, 3], "block": [32, 32], "grid": [4, 6],
+        assert kernel.plan["super_block"] == {"factor": [1, 3], "k_steps": 4, "block": [32, 32], "grid": [4, 6],
                                               "multicast": "automatic"}
         assert kernel.plan["multicast"]["lattice"] == [4, 2]
     a, b = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(K_, N, dtype=torch.bfloat16)

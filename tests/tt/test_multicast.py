@@ -129,7 +129,7 @@ def test_multicast_true_without_shared_operand_is_an_error():
 # (id, file, text to replace, replacement, expected message regex)
 CORPUS = [
     ("receiver_reads_before_valid", "kernels/reader.cpp", "noc_semaphore_wait(receiver_sem, kSemValid);", "",
-     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(\d+, 1\) publishes page \d+, which no NoC "
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(\d+, \d+\) publishes page \d+, which no NoC "
      r"transfer has written since cb_reserve_back: a multicast receiver must wait for the sender's VALID"),
     ("sender_overwrites_before_ready", "kernels/reader.cpp", "noc_semaphore_wait(sender_sem, group.num_dests);", "",
      r"noc_async_write_multicast from core \(x=\d+, y=\d+\) lands in L1 \[0x[0-9a-f]+, 0x[0-9a-f]+\) of core "

@@ -52,6 +52,7 @@ def test_fused_design_gemm_reads_each_tile_once_and_matches_torch(arch):
     # no schedule choice: multicast is automatic
     assert sb["multicast"] == "automatic" and sb["block"] == [32, 32] and sb["grid"] == [M // 32, N // 32]
     assert sb["factor"] == list(_user_rect(fused.plan)) == [2, 2]
+    assert sb["k_steps"] == K_ // 32      # both K steps in one: A_s 64x64, B_s 64x64
     assert "super_block" not in plain.plan and "multicast" not in plain.plan
     c, c_plain = torch.zeros(M, N, dtype=torch.bfloat16), torch.zeros(M, N, dtype=torch.bfloat16)
     fused(a, b, c)
@@ -108,7 +109,8 @@ def test_automatic_multicast_follows_the_roofline():
     the contiguous split, so it stays contiguous."""
     wh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=wormhole_b0")
     bh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=blackhole")
-    assert wh.plan["super_block"] == {"factor": [2, 3], "block": [32, 32], "grid": [10, 9], "multicast": "automatic"}
+    assert wh.plan["super_block"] == {"factor": [2, 3], "k_steps": 2, "block": [32, 32], "grid": [10, 9],
+                                      "multicast": "automatic"}
     assert wh.plan["multicast"]["lattice"] == [5, 3]
     assert bh.plan["super_block"]["factor"] == [1, 1] and bh.plan["multicast"]["lattice"] == [10, 9]
     tall = tilelang.compile(K.tilelang_example_gemm(640, 1664, 8192, dtype="bfloat16", accum_dtype="float32"),

@@ -27,7 +27,13 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      such a window to an ``eltwise`` leaf at that origin). The schedule annotation gets ``multicast=True``.
      ``(h, w)`` is the candidate with the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B``
      ``H / h`` times) whose circular buffers fit the usable L1, found by running GridToPersistentTT ..
-     TensorizeTT on the candidate (their CB sizes are the ones VerifyTTProgram checks).
+     TensorizeTT on the candidate (their CB sizes are the ones VerifyTTProgram checks). With it, ``f`` K steps
+     (the largest divisor of a static K loop from 0 up to ``K_STEPS_FUSED`` that still fits) become one:
+     ``A_s`` / ``B_s`` ``f`` times wider along K, the loop ``f`` times shorter, the gemm's K ``f * bk``, so the
+     CB-resident accumulator is reloaded and re-packed once per ``f`` K tiles (tt-metal's ``in0_block_w``) and
+     each multicast moves ``f`` times more per handshake; a ``T.Pipelined`` loop keeps ``max(2, ceil(stages /
+     f))`` stages (as many K tiles in flight as the user's, double-buffered). Results are bit-identical: every
+     output element sums the same products in the same K order.
      Automatic multicast: a kernel with no schedule choice (policy ``contiguous``, order ``row_major``, no
      ``multicast`` in the annotation or the target) that is the canonical GEMM gets ``multicast=True`` when the
      block grid has a core lattice and, with the fusion found for it, the roofline of PERF_ANCHORS section 8
@@ -36,9 +42,9 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      bandwidth)``, DRAM bytes ``A x W / w + B x H / h + C`` on the lattice against every block reading its A and B
      panels. A lattice that leaves most cores idle loses when the kernel is compute-bound; ``multicast=False``
      keeps the schedule as written.
-Attributes written: ``tt.super_block`` = ``{"factor": [h, w], "block": [bm, bn], "grid": [gy, gx] (the user's),
-     "multicast": "annotation" | "target" | "automatic"}`` when the kernel is fused or multicast was chosen
-     automatically; the root block's ``tt.schedule_annotation`` (``multicast=True``, policy ``rect``).
+Attributes written: ``tt.super_block`` = ``{"factor": [h, w], "k_steps": f, "block": [bm, bn], "grid": [gy, gx]
+     (the user's), "multicast": "annotation" | "target" | "automatic"}`` whenever the kernel runs on a multicast
+     lattice; the root block's ``tt.schedule_annotation`` (``multicast=True``, policy ``rect``).
 Errors: none; a kernel that does not match, or whose fused blocks never fit L1, is left as written.
 """
 
@@ -58,6 +64,9 @@ from .common import TileOps, decode_region, is_call_to, is_global, prim_func_pas
 
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y")
+# K steps fused at most: each fused step reloads and re-packs the CB-resident accumulator once instead of f times;
+# at 4 the reload is at most a fifth of what the unpacker moves per K tile (two operand tiles per matmul_tiles)
+K_STEPS_FUSED = 4
 
 
 def _uses(expr, var) -> bool:
@@ -126,6 +135,9 @@ class _Gemm:
             raise _NoMatch("the gemm does not accumulate into the cleared fragment")
         self.trans_a, self.trans_b = bool(self.gemm.args[3]), bool(self.gemm.args[4])
         self.reads = {}         # shared buffer -> (axis scaled, block var)
+        # K steps can be fused too when every read walks K by its block width from 0 in a static loop
+        self.k_steps = isinstance(loop.extent, tirx.IntImm) and isinstance(loop.min, tirx.IntImm) and \
+            int(loop.min) == 0
         for cp in copies:
             src, dst = decode_region(cp.args[0]), decode_region(cp.args[1])
             if not is_global(src.buffer) or is_global(dst.buffer) or len(src.mins) != 2:
@@ -138,6 +150,8 @@ class _Gemm:
             axis, v = found[0]
             if not self._stride_is(src.mins[axis], v, src.extents[axis]):
                 raise _NoMatch("a K-loop read does not step by its block size")
+            self.k_steps &= self._stride_is(src.mins[1 - axis], loop.loop_var, src.extents[1 - axis]) and \
+                not any(_uses(src.mins[1 - axis], b) for b in (self.by, self.bx))
             self.reads[dst.buffer.name] = (dst.buffer, axis, v)
         a_axis = 1 if self.trans_a else 0           # the M axis of A_s
         b_axis = 0 if self.trans_b else 1           # the N axis of B_s
@@ -187,18 +201,19 @@ def _with_args(call, args):
     return tirx.Call(call.dtype, call.op, args, call.annotations if hasattr(call, "annotations") else None)
 
 
-def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int) -> tirx.SBlock:
-    """The root block with ``h x w`` user blocks fused into one (see the module docstring)."""
+def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBlock:
+    """The root block with ``h x w`` user blocks fused into one and ``f`` K steps into one (module docstring)."""
     by, bx = g.by, g.bx
     new = {}
     for buf in root.alloc_buffers:
-        if buf.same_as(g.c) or buf.name in g.reads:
+        if (buf.same_as(g.c) and h * w > 1) or buf.name in g.reads:
             shape = [int(x) for x in static_shape(buf)]
             if buf.same_as(g.c):
                 shape = [shape[0] * h, shape[1] * w]
             else:
                 _, axis, v = g.reads[buf.name]
                 shape[axis] *= h if v.same_as(by) else w
+                shape[1 - axis] *= f
             new[buf.name] = tirx.decl_buffer(shape, buf.dtype, buf.name, scope=buf.scope())
 
     def region_of(expr, mapping, scale=None):
@@ -209,11 +224,12 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int) -> tirx.SBlock:
         if scale is not None:
             axis, factor = scale
             extents[axis] *= factor
+            extents[1 - axis] *= f
         elif r.buffer.name in new:
             extents = [int(x) for x in static_shape(buf)]
         return _region(buf, mins, extents, r.access)
 
-    fused_k = {by: by * h, bx: bx * w}
+    fused_k = {by: by * h, bx: bx * w, g.loop.loop_var: g.loop.loop_var * f}
     body_k = []
     for s in (list(g.loop.body.seq) if isinstance(g.loop.body, tirx.SeqStmt) else [g.loop.body]):
         c = tile_op_call(s)
@@ -223,10 +239,16 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int) -> tirx.SBlock:
             args = [region_of(c.args[0], fused_k, (axis, factor)), region_of(c.args[1], {})] + list(c.args[2:])
         else:
             args = [region_of(c.args[i], {}) for i in range(3)] + list(c.args[3:5]) + [
-                tirx.IntImm("int32", g.bm * h), tirx.IntImm("int32", g.bn * w)] + list(c.args[7:])
+                tirx.IntImm("int32", g.bm * h), tirx.IntImm("int32", g.bn * w),
+                tirx.IntImm("int32", int(c.args[7]) * f)] + list(c.args[8:])
         body_k.append(tirx.Evaluate(_with_args(c, args)))
-    loop = tirx.For(g.loop.loop_var, g.loop.min, g.loop.extent, g.loop.kind,
-                    body_k[0] if len(body_k) == 1 else tirx.SeqStmt(body_k), None, g.loop.annotations)
+    extent = g.loop.extent if f == 1 else tirx.IntImm(g.loop.extent.dtype, int(g.loop.extent) // f)
+    annotations = dict(g.loop.annotations)
+    if f > 1 and "num_stages" in annotations:
+        # the CB depth in blocks: as many K tiles in flight as the user's stages held, and double-buffered
+        annotations["num_stages"] = tirx.IntImm("int32", max(2, math.ceil(int(annotations["num_stages"]) / f)))
+    loop = tirx.For(g.loop.loop_var, g.loop.min, extent, g.loop.kind,
+                    body_k[0] if len(body_k) == 1 else tirx.SeqStmt(body_k), None, annotations)
 
     _, stmts = _strip_attrs(root.body)
     fill = tile_op_call(stmts[0])
@@ -235,7 +257,7 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int) -> tirx.SBlock:
     sub_by, sub_bx = tirx.Var("sub_by", "int32"), tirx.Var("sub_bx", "int32")
     per_block = {by: by * h + sub_by, bx: bx * w + sub_bx}
     epilogue = []
-    for s in g.epilogue:
+    for s in (g.epilogue if h * w > 1 else []):
         c = tile_op_call(s)
         src = decode_region(c.args[0])
         if src.buffer.same_as(g.c):     # the user block's window of the fused accumulator
@@ -244,9 +266,13 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int) -> tirx.SBlock:
             src_arg = c.args[0]
         dst_arg = region_of(c.args[1], per_block) if is_global(decode_region(c.args[1]).buffer) else c.args[1]
         epilogue.append(tirx.Evaluate(_with_args(c, [src_arg, dst_arg] + list(c.args[2:]))))
-    tail = epilogue[0] if len(epilogue) == 1 else tirx.SeqStmt(epilogue)
-    tail = tirx.For(sub_by, tirx.IntImm("int32", 0), tirx.IntImm("int32", h), tirx.ForKind.SERIAL,
-                    tirx.For(sub_bx, tirx.IntImm("int32", 0), tirx.IntImm("int32", w), tirx.ForKind.SERIAL, tail))
+    if h * w == 1:      # only K steps fused: the epilogue is the user's, on the user's accumulator
+        tail = g.epilogue[0] if len(g.epilogue) == 1 else tirx.SeqStmt(g.epilogue)
+    else:
+        tail = epilogue[0] if len(epilogue) == 1 else tirx.SeqStmt(epilogue)
+        tail = tirx.For(sub_by, tirx.IntImm("int32", 0), tirx.IntImm("int32", h), tirx.ForKind.SERIAL,
+                        tirx.For(sub_bx, tirx.IntImm("int32", 0), tirx.IntImm("int32", w), tirx.ForKind.SERIAL,
+                                 tail))
     allocs = [new.get(b.name, b) for b in root.alloc_buffers]
     body = _rewrap(g.wrappers, [clear, loop, tail])
     return tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, allocs,
@@ -344,23 +370,28 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     candidates = sorted(((h, w) for h in range(1, H + 1) if H % h == 0 for w in range(1, W + 1) if W % w == 0),
                         key=lambda f: ((W // f[1]) * m_rows + (H // f[0]) * n_cols, -f[0] * f[1], abs(f[0] - f[1])))
     spec_dict = spec.as_dict()
+    steps = int(gemm.loop.extent) if gemm.k_steps else 1
+    k_factors = [f for f in range(min(K_STEPS_FUSED, steps), 0, -1) if steps % f == 0]
     chosen = None
     for h, w in candidates:
-        if (h, w) == (1, 1):
-            break
-        fused_root = _with_schedule(_fuse(root, gemm, h, w), spec_dict)
-        fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
-        need = _cb_bytes(fused, options)
-        if need is not None and need <= dev.l1_usable_bytes:
-            chosen = (fused, h, w)
+        for f in k_factors:
+            if (h, w, f) == (1, 1, 1):
+                break
+            fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
+            fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
+            need = _cb_bytes(fused, options)
+            if need is not None and need <= dev.l1_usable_bytes:
+                chosen = (fused, h, w, f)
+                break
+        if chosen is not None or (h, w) == (1, 1):
             break
     if chosen is None:
-        chosen = (_rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict)), 1, 1)
-    out, h, w = chosen
+        chosen = (_rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict)), 1, 1, 1)
+    out, h, w, f = chosen
     if source == "automatic" and not _lattice_pays(func, gemm, options, (gy, gx), (H, W), (h, w), usable):
         return func
-    return out.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "block": [gemm.bm, gemm.bn], "grid": [gy, gx],
-                                             "multicast": source})
+    return out.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn],
+                                             "grid": [gy, gx], "multicast": source})
 
 
 def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable: int) -> bool:

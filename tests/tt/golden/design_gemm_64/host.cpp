@@ -85,11 +85,11 @@ int main(int argc, char** argv) {
 
     // Circular buffers (L1, per core).
     CreateCircularBuffer(program, cores,
-                         CircularBufferConfig(4096, {{0, tt::DataFormat::Float16_b}})
-                             .set_page_size(0, 2048));  // A_blk: 2 x 2048 B (input)
+                         CircularBufferConfig(8192, {{0, tt::DataFormat::Float16_b}})
+                             .set_page_size(0, 2048));  // A_blk: 4 x 2048 B (input)
     CreateCircularBuffer(program, cores,
-                         CircularBufferConfig(4096, {{1, tt::DataFormat::Float16_b}})
-                             .set_page_size(1, 2048));  // B_blk: 2 x 2048 B (input)
+                         CircularBufferConfig(8192, {{1, tt::DataFormat::Float16_b}})
+                             .set_page_size(1, 2048));  // B_blk: 4 x 2048 B (input)
     CreateCircularBuffer(program, cores,
                          CircularBufferConfig(4096, {{16, tt::DataFormat::Float16_b}})
                              .set_page_size(16, 2048));  // C_acc_out: 2 x 2048 B (output)

@@ -14,8 +14,8 @@ void kernel_main() {
     // Runtime args: this core's share of the 2x2 block grid.
     const uint32_t count = get_arg_val<uint32_t>(3);
 
-    constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
-    constexpr uint32_t cb_B_blk = 1;  // B_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
+    constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x2 tiles bfloat16, input, depth 2 block(s)
+    constexpr uint32_t cb_B_blk = 1;  // B_blk: 2x1 tiles bfloat16, input, depth 2 block(s)
     constexpr uint32_t cb_C_acc_out = 16;  // C_acc_out: 1x1 tiles bfloat16, output, depth 2 block(s)
 
     compute_kernel_hw_startup<SrcOrder::Reverse>(cb_A_blk, cb_B_blk, cb_C_acc_out);
@@ -24,17 +24,19 @@ void kernel_main() {
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks
         // T.fill(C_acc, 0): the accumulator lives in DST until it is packed
         tile_regs_acquire();
-        for (uint32_t kk = 0; kk < 2u; ++kk) {
-            // T.copy(A[by * 32, kk * 32], A_blk)
-            cb_wait_front(cb_A_blk, 1);
-            // T.copy(B[kk * 32, bx * 32], B_blk)
-            cb_wait_front(cb_B_blk, 1);
-            // T.gemm(A_blk, B_blk, C_acc)
-            matmul_tiles(cb_A_blk, cb_B_blk, 0, 0, 0);
-            // T.copy(A[by * 32, kk * 32], A_blk)
-            cb_pop_front(cb_A_blk, 1);
-            // T.copy(B[kk * 32, bx * 32], B_blk)
-            cb_pop_front(cb_B_blk, 1);
+        for (uint32_t kk = 0; kk < 1u; ++kk) {
+            // T.copy(A[by * 32, kk * 64], A_blk)
+            cb_wait_front(cb_A_blk, 2);
+            // T.copy(B[kk * 64, bx * 32], B_blk)
+            cb_wait_front(cb_B_blk, 2);
+            for (uint32_t kt = 0; kt < 2u; ++kt) {
+                // T.gemm(A_blk, B_blk, C_acc)
+                matmul_tiles(cb_A_blk, cb_B_blk, kt, kt, 0);
+            }
+            // T.copy(A[by * 32, kk * 64], A_blk)
+            cb_pop_front(cb_A_blk, 2);
+            // T.copy(B[kk * 64, bx * 32], B_blk)
+            cb_pop_front(cb_B_blk, 2);
         }
         // T.copy(C_acc, C[by * 32, bx * 32])
         tile_regs_commit();

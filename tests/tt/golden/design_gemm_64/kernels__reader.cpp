@@ -199,8 +199,8 @@ void kernel_main() {
     const auto B = TensorAccessor(B_args, B_addr);
     constexpr TileGrid B_grid{2, 2, 32, 32};  // B: 64x64 bfloat16
 
-    constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
-    constexpr uint32_t cb_B_blk = 1;  // B_blk: 1x1 tiles bfloat16, input, depth 2 block(s)
+    constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x2 tiles bfloat16, input, depth 2 block(s)
+    constexpr uint32_t cb_B_blk = 1;  // B_blk: 2x1 tiles bfloat16, input, depth 2 block(s)
     // A (in0) is multicast along each core row from the row's first core (x = 0).
     const McastGroup mcast_A_blk = make_mcast_group(mcast_A_blk_sender_x, mcast_A_blk_sender_y, mcast_A_blk_first_x, mcast_A_blk_first_y, mcast_A_blk_last_x, mcast_A_blk_last_y, mcast_A_blk_num_dests, mcast_A_blk_is_sender, mcast_A_blk_sender_sem, mcast_A_blk_receiver_sem);
     // B (in1) is multicast along each core column from the column's first core (y = 0).
@@ -209,17 +209,17 @@ void kernel_main() {
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks
         const uint32_t by = rect_y + n / rect_w;
         const uint32_t bx = rect_x + n % rect_w;
-        for (uint32_t kk = 0; kk < 2u; ++kk) {
-            // T.copy(A[by * 32, kk * 32], A_blk)
-            cb_reserve_back(cb_A_blk, 1);
-            read_tiles_mcast(cb_A_blk, A, A_grid, by, kk, 1, 1, mcast_A_blk);
+        for (uint32_t kk = 0; kk < 1u; ++kk) {
+            // T.copy(A[by * 32, kk * 64], A_blk)
+            cb_reserve_back(cb_A_blk, 2);
+            read_tiles_mcast(cb_A_blk, A, A_grid, by, kk * 2u, 1, 2, mcast_A_blk);
             noc_async_read_barrier();
-            cb_push_back(cb_A_blk, 1);
-            // T.copy(B[kk * 32, bx * 32], B_blk)
-            cb_reserve_back(cb_B_blk, 1);
-            read_tiles_mcast(cb_B_blk, B, B_grid, kk, bx, 1, 1, mcast_B_blk);
+            cb_push_back(cb_A_blk, 2);
+            // T.copy(B[kk * 64, bx * 32], B_blk)
+            cb_reserve_back(cb_B_blk, 2);
+            read_tiles_mcast(cb_B_blk, B, B_grid, kk * 2u, bx, 2, 1, mcast_B_blk);
             noc_async_read_barrier();
-            cb_push_back(cb_B_blk, 1);
+            cb_push_back(cb_B_blk, 2);
         }
     }
     // multicast: the semaphore increments have completed
