@@ -7,8 +7,8 @@ Tolerances, and why:
   rounds the same way).
 * bf16 GEMMs with fp32 accumulation: products of bf16 are exact in fp32, sums are fp32; only the output is
   rounded: |err| <= 2^-7 * max|ref|.
-* fp32 reductions: on hardware fp32 reaches the FPU as TF32 (10 mantissa bits), so a reduced sum can be off by
-  2^-10 of sum(|x|); max/min are exact. We check |err| <= 2^-10 * sum|x| (and exact for max/min).
+* fp32 reductions: on hardware fp32 reaches the FPU as TF32 (10 mantissa bits, truncated), so a reduced sum can
+  be off by 2^-10 of sum(|x|) and a max/min by 2^-10 of its value (the truncated winner).
 * fp32 SFPU math (exp2, log, rsqrt, sigmoid, ...): the SFPU's non-approximate modes are accurate to ~1e-3
   relative on hardware; we allow rtol 1e-3 (the emulator computes them in fp32).
 """
@@ -37,22 +37,39 @@ def run(func, arch, args, max_cores=None):
 
 
 def check(args, refs, rel):
+    if callable(rel):
+        return rel(args, refs)
     refs = refs if isinstance(refs, dict) else {len(args) - 1: refs}
     for i, ref in refs.items():
         err = (args[i].float() - ref).abs().max().item()
         assert err <= rel * ref.abs().max().item() + 1e-6, (i, err, ref.abs().max().item())
 
 
+def mlp_bound(args, ref):
+    """Per element, from the model: at HiFi2 each GEMM's in0 reaches SrcB with its last bf16 mantissa bit dropped
+    (2^-7 relative): |dh| <= 2^-7 |x||W1| + 2^-7 |h| (the kernel's h and the reference's may round to neighbouring
+    bf16 values), |dy| <= |dh||W2| + 2^-7 |h||W2| + 2^-8 |y| (the output rounding)."""
+    x, w1, w2, y = (a.float() for a in args)
+    h = torch.relu(x @ w1)
+    dh = 2.0 ** -7 * (x.abs() @ w1.abs()) + 2.0 ** -7 * h.abs()
+    bound = dh @ w2.abs() + 2.0 ** -7 * (h.abs() @ w2.abs()) + 2.0 ** -8 * ref.abs()
+    assert ((y - ref).abs() <= bound).all(), ((y - ref).abs() - bound).max()
+
+
+# rms_norm in fp32: the sum of squares reaches the FPU's reduce as TF32 (2^-10 relative; rsqrt halves it) and the
+# final x * rstd multiplies TF32 operands (2^-10 each): 2.5 * 2^-10 relative, checked as 3 * 2^-10.
+FP32_RMS = 3 * 2.0 ** -10
+
 EXAMPLES = {
     "softmax": (lambda: K.softmax(128, 256), lambda: softmax_inputs(128, 256), BF16),
     "layernorm_row_per_block": (lambda: K.layernorm(64, 256), lambda: layernorm_inputs(64, 256), BF16),
     "layernorm_32_rows": (lambda: K.layernorm(64, 256, blk_m=32), lambda: layernorm_inputs(64, 256), BF16),
-    "rms_norm_row_per_block": (lambda: K.rms_norm(64, 256, 1), lambda: rms_norm_inputs(64, 256), 1e-6),
-    "rms_norm_16_rows": (lambda: K.rms_norm(64, 256, 16), lambda: rms_norm_inputs(64, 256), 1e-6),
+    "rms_norm_row_per_block": (lambda: K.rms_norm(64, 256, 1), lambda: rms_norm_inputs(64, 256), FP32_RMS),
+    "rms_norm_16_rows": (lambda: K.rms_norm(64, 256, 16), lambda: rms_norm_inputs(64, 256), FP32_RMS),
     "gemv": (lambda: K.gemv(128, 256, 32, 64), lambda: gemv_inputs(128, 256), BF16),
     "batched_gemm": (lambda: K.batched_gemm(3, 64, 64, 96, 32, 32, 32), lambda: bmm_inputs(3, 64, 64, 96), BF16),
     "gemm_bias_relu": (lambda: K.gemm_bias_relu(128, 128, 64), lambda: bias_relu_inputs(128, 128, 64), BF16),
-    "mlp": (lambda: K.mlp(64, 64, 128), lambda: mlp_inputs(64, 64, 128), BF16),
+    "mlp": (lambda: K.mlp(64, 64, 128), lambda: mlp_inputs(64, 64, 128), mlp_bound),
 }
 
 
@@ -109,7 +126,9 @@ def test_reduce(kind, dim, clear):
     if not clear:
         ref = COMBINE[kind](ref, init)
     mag = blocks.abs().sum(2 if dim == 1 else 1).reshape(-1) + (0 if clear else init.abs())
-    tol = 2.0 ** -10 * mag if "sum" in kind else 0
+    # fp32 reaches the FPU as TF32 (low 13 mantissa bits dropped, 2^-10 relative): a sum is off by at most 2^-10 of
+    # sum|x|; max/min keep the truncated winner (truncation is monotone): at most 2^-10 |ref|
+    tol = 2.0 ** -10 * (mag if "sum" in kind else ref.abs())
     assert ((r - ref).abs() <= tol + 1e-6).all(), (r - ref).abs().max()
 
 
