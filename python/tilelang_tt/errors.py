@@ -42,6 +42,10 @@ class TTUnsupportedError(TTError):
     """A TileLang construct the TT backend cannot lower."""
 
 
+class TTResourceError(TTUnsupportedError):
+    """The kernel's blocks need more of a core's resources (L1) than it has."""
+
+
 class TTLoweringError(TTError):
     """A pass found IR it must handle but whose shape it does not recognise."""
 

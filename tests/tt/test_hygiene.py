@@ -113,3 +113,15 @@ def test_cli_reports_our_error(tmp_path):
     assert proc.returncode == 1
     assert "tensor A of shape [50, 64, 2] is accessed in blocks that are not rectangles of one 2-D view" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_plan_schema_has_no_duplicate_keys():
+    """json.loads keeps the last of two equal keys silently; a duplicated property would hide an edit."""
+    import json
+
+    def unique(pairs):
+        keys = [k for k, _ in pairs]
+        assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
+        return dict(pairs)
+
+    json.loads((PKG / "schema" / "tt.plan.schema.json").read_text(), object_pairs_hook=unique)

@@ -181,3 +181,17 @@ def test_reblocking_needs_a_running_maximum():
     func = func.with_body(tirx.stmt_functor.ir_transform(func.body, None, drop_running_max, ["tirx.For"]))
     with pytest.raises(TTAnnotationError, match=r"keep a running maximum"):
         lower(func)
+
+
+def test_kv_chunk_chosen_from_l1():
+    """block_N = 1024 with head dim 128 needs 2.1 MB of circular buffers: SDPAFusionTT halves the K/V chunk until
+    they fit (512 rows), where the kernel as written is refused for L1."""
+    kernel = run_attention(1, 2, 2, 1024, 1024, 128, True, "bhsd", "wormhole_b0", 8, block_M=128, block_N=1024)
+    sdpa = kernel.plan["sdpa"]
+    assert (sdpa["k_chunk_tiles"], sdpa["k_chunk_from"]) == (16, "L1")
+    assert sum(c["bytes"] for c in kernel.plan["cbs"]) <= 1393312
+    assert sdpa["work"] == [1, 1, 1, 1, 2, 2, 2, 2]
+    plain = tilelang.compile(K.flash_attention(1, 2, 256, 256, 64), target="tt").plan["sdpa"]
+    annotated = tilelang.compile(K.flash_attention(1, 2, 256, 256, 64, block_N=128, qk_chunk_tiles=2),
+                                 target="tt").plan["sdpa"]
+    assert (plain["k_chunk_from"], annotated["k_chunk_from"]) == ("block_N", "annotation")

@@ -39,7 +39,7 @@ from tvm import tirx
 
 from .. import attrs
 from ..device import TILE_FORMATS, DeviceProfile
-from ..errors import TTLoweringError, TTUnsupportedError
+from ..errors import TTLoweringError, TTResourceError, TTUnsupportedError
 from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
 from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
@@ -536,7 +536,7 @@ class _Lowerer(ParallelLower):
                            "bytes": depth * block_tiles * fmt.tile_bytes}
         total = sum(e["bytes"] for e in table.values())
         if total > self.device.l1_usable_bytes:
-            raise TTUnsupportedError(f"circular buffers need {total} bytes of L1 per core, more than the "
+            raise TTResourceError(f"circular buffers need {total} bytes of L1 per core, more than the "
                                      f"{self.device.l1_usable_bytes} bytes a kernel can use on {self.device.arch}", construct="tile buffers",
                                      source=self.src, fix="use smaller blocks or fewer pipeline stages")
         return table

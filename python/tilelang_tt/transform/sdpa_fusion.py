@@ -24,22 +24,30 @@ In:  a TileLang PrimFunc after its frontend (``T.Kernel`` nest of blockIdx loops
 Out: the same function; for causal-like kernels the Q-chunk variable is rebound in zigzag order at the top of
      the block body, and the K/V loop split in two (unmasked, diagonal). A kernel without the structure is
      returned unchanged.
-Attributes written: ``tt.sdpa`` = {q_chunk_tiles, k_chunk_tiles, head_dim_tiles, q_axis, num_q_chunks,
-     causal, zigzag, granule, mask ("diagonal" / "none" / "every chunk"), work (K/V chunks per Q chunk)}.
-Errors (TTAnnotationError): ``T.annotate_tt_schedule(qk_chunk_tiles=...)`` different from the kernel's K/V
-     block (``block_N / 32``): the K/V chunk is the kernel's own ``block_N``.
+* **K/V chunks of qk_chunk_tiles.** ``T.annotate_tt_schedule(qk_chunk_tiles=...)`` (a divisor of
+  ``block_N / 32``) re-blocks the K/V loop (see ``_Rechunk``); without it the chunk is ``block_N``, halved until
+  the circular buffers fit L1 when they would not (each candidate lowered through GridToPersistentTT ..
+  TensorizeTT).
+
+Attributes written: ``tt.sdpa`` = {q_chunk_tiles, k_chunk_tiles, k_chunk_from ("annotation" / "block_N" /
+     "L1"), head_dim_tiles, q_axis, num_q_chunks, causal, zigzag, granule, mask ("diagonal" / "none" /
+     "every chunk"), work (K/V chunks per Q chunk), core_loads}.
+Errors (TTAnnotationError): a qk_chunk_tiles that does not divide the kernel's K/V block; re-blocking a kernel
+     whose K/V loop variable appears other than as ``k * block_N``, or that masks scores but restarts its row
+     maximum every block.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 
 import tvm
 from tvm import tirx
 
 from .. import attrs
 from ..device import TILE
-from ..errors import TTAnnotationError
+from ..errors import TTAnnotationError, TTError
 from .common import TileOps, decode_region, is_call_to, is_global, op, source_of, tile_op_call
 
 logger = logging.getLogger(__name__)
@@ -474,6 +482,46 @@ def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
     match = _find(block.body)
     if match is None:
         return func
+    ann = _schedule_annotation(block)
+    k_rows = int(match.k_s.shape[0])
+    if ann is not None and "qk_chunk_tiles" in ann:
+        return _fuse(func, options, grid, block, match, int(ann["qk_chunk_tiles"]) * TILE, "annotation")
+    if _tile_bytes_estimate(block) <= options.device.l1_usable_bytes * 0.9:
+        return _fuse(func, options, grid, block, match, k_rows, "block_N")
+    return _chunk_from_l1(func, options, grid, block, match, k_rows)
+
+
+def _tile_bytes_estimate(block) -> int:
+    """An upper-bound guess of the kernel's CB bytes: every tile buffer double-buffered."""
+    return sum(2 * math.prod(int(d) for d in b.shape) * tvm.DataType(b.dtype).bits // 8 for b in block.alloc_buffers
+               if all(isinstance(d, tirx.IntImm) for d in b.shape))
+
+
+def _chunk_from_l1(func, options, grid, block, match, k_rows):
+    """The kernel's block_N, or the largest halving of it whose circular buffers fit L1 (GridToPersistentTT ..
+    TensorizeTT run on each candidate); the kernel as written when none fits (its L1 error then surfaces)."""
+    from ..errors import TTResourceError
+    from ..pipeline import passes
+
+    seq = passes(options)
+    start = next(i for i, (name, _) in enumerate(seq) if name == "GridToPersistentTT")
+    rows = k_rows
+    while True:
+        try:
+            fused = _fuse(func, options, grid, block, match, rows, "L1" if rows != k_rows else "block_N")
+            lowered = fused
+            for _, fn in seq[start:]:
+                lowered = fn(lowered)
+            return fused
+        except TTResourceError:
+            if rows % (2 * TILE):
+                return _fuse(func, options, grid, block, match, k_rows, "block_N")
+            rows //= 2
+        except TTError:
+            return _fuse(func, options, grid, block, match, k_rows, "block_N")
+
+
+def _fuse(func, options, grid, block, match, chunk_rows: int, chosen_by: str):
     src = source_of(func)
     axis = _q_axis(block.body, match, grid)
     q_rows, k_rows = int(match.q_s.shape[0]), int(match.k_s.shape[0])
@@ -483,7 +531,6 @@ def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
     for var, extent in grid.values():
         ana.bind(var, tvm.ir.Range(0, extent))
     body, allocs = block.body, list(block.alloc_buffers)
-    chunk_rows = int(ann["qk_chunk_tiles"]) * TILE if ann is not None and "qk_chunk_tiles" in ann else k_rows
     if chunk_rows != k_rows:
         if chunk_rows > k_rows or k_rows % chunk_rows:
             raise TTAnnotationError(
@@ -491,7 +538,7 @@ def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
                 f"the kernel's K/V block of {k_rows} rows", construct="T.annotate_tt_schedule(qk_chunk_tiles=...)",
                 source=src, fix=f"use a qk_chunk_tiles that divides {k_rows // TILE}")
         body, allocs, match = _apply_rechunk(body, allocs, match, chunk_rows, ana, src)
-    info = {"q_chunk_tiles": -(-q_rows // TILE), "k_chunk_tiles": chunk_rows // TILE,
+    info = {"q_chunk_tiles": -(-q_rows // TILE), "k_chunk_tiles": chunk_rows // TILE, "k_chunk_from": chosen_by,
             "head_dim_tiles": -(-head_dim // TILE), "causal": False, "zigzag": False, "granule": 1, "mask": "none"}
     new_loop, mask = _split_diagonal(match, ana)
     info["mask"] = mask
