@@ -5,6 +5,7 @@ below, so the corpus is reviewable), runs it on the emulator and checks the erro
 kernel, the source line and the cause. Nothing may hang: every run is time-bounded.
 """
 
+import re
 import shutil
 
 import pytest
@@ -133,3 +134,17 @@ def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel):
 def test_unbroken_corpus_bases_run_clean(add_kernel, mixed_gemm_kernel):
     for kernel in (add_kernel, mixed_gemm_kernel):
         emulator.run(kernel.artifact_dir, kernel.plan, tensors_for(kernel))
+
+
+def test_errors_name_the_tilelang_statement(tmp_path, add_kernel):
+    """Besides core, kernel and generated line, an error names the TileLang statement whose code failed (the
+    generator's `// T....` comment above the line) and the kernel's source location."""
+    broken = tmp_path / "artifact"
+    shutil.copytree(add_kernel.artifact_dir, broken)
+    reader = broken / "kernels" / "reader.cpp"
+    reader.write_text(reader.read_text().replace("        noc_async_read_barrier();\n", ""))
+    with pytest.raises(TTSimError) as err:
+        emulator.run(broken, add_kernel.plan, tensors_for(add_kernel), timeout_s=120)
+    assert re.search(r"reader\.cpp:\d+: cb_push_back\(0, 1\) publishes pages .*\n  TileLang: T\.Parallel: "
+                     r"C\[by \* 32 \+ i, bx \* 32 \+ j\] = A\[.*\] \+ B\[.*\] \(.*kernels\.py:\d+ \(kernel 'add'\)\)",
+                     str(err.value)), str(err.value)

@@ -3,6 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "sim_internal.hpp"
 
@@ -36,8 +38,24 @@ void die(const std::string& message) {
     std::_Exit(3);
 }
 
+// The TileLang statement a generated line belongs to: the nearest `// T.` comment at or above it (the
+// generator writes one before the code of each TileLang statement), and the kernel's `// Source:` header.
+std::string tilelang_context(const std::string& path, uint32_t line) {
+    std::ifstream file(path);
+    std::string text, statement, source;
+    for (uint32_t n = 1; std::getline(file, text) && n <= line; ++n) {
+        const size_t start = text.find_first_not_of(' ');
+        if (start == std::string::npos) continue;
+        if (text.compare(start, 5, "// T.") == 0) statement = text.substr(start + 3);
+        if (text.compare(start, 10, "// Source:") == 0) source = text.substr(start + 11);
+    }
+    if (statement.empty()) return "";
+    return "\n  TileLang: " + statement + (source.empty() ? "" : " (" + source + ")");
+}
+
 void kernel_error(uint32_t line, const std::string& message) {
-    die(where(cur(), line) + ": " + message);
+    const Task& t = cur();
+    die(where(t, line) + ": " + message + tilelang_context(t.kernel->spec.path, line));
 }
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -50,7 +68,7 @@ std::string deadlock_report(const std::vector<std::unique_ptr<Task>>& tasks) {
     for (const auto& t : tasks) {
         if (t->done) continue;
         out += "  " + where(*t, t->blocked_line) + ": blocked in " + t->blocked_on;
-        out += "\n";
+        out += tilelang_context(t->kernel->spec.path, t->blocked_line) + "\n";
     }
     out += "  (a cb_wait_front with no matching cb_push_back, or a cb_reserve_back on a full CB that nobody pops)";
     return out;
