@@ -63,7 +63,8 @@ def test_reader_recovers_the_plan_order_in_cpp(order, grid, tmp_path):
     from tilelang_tt.schedule import order_to_coord
 
     M, N = grid[0] * 32, grid[1] * 32
-    art = artifact(gemm_with(dict(order=order), M=M, N=N))
+    # multicast=False: the contiguous split's order (a GEMM without a schedule choice may get multicast rectangles)
+    art = artifact(gemm_with(dict(order=order, multicast=False), M=M, N=N))
     reader = art.files["kernels/reader.cpp"]
     loop = reader[reader.index("for (uint32_t n = 0; n < count; ++n)"):]
     binds = re.findall(r"^\s*(const uint32_t \w+ = [^;]*;)", loop, re.M)

@@ -32,7 +32,7 @@ def _tt_ops(func, op):
 
 
 def test_gemm_pipeline_stages():
-    st = _stages(K.design_gemm(96, 64, 64))
+    st = _stages(K.design_gemm(96, 64, 64), multicast=False)   # the contiguous split (no multicast lattice)
     g = st["GridToPersistentTT"]
     assert [p.name for p in g.params][-2:] == ["start_id", "count"]
     assert list(g.attrs[attrs.GRID]) == [3, 2]
@@ -72,7 +72,7 @@ def test_gemm_pipeline_stages():
 
 
 def test_tilelang_example_gemm_uses_subblocked_accumulator():
-    t = _stages(K.tilelang_example_gemm(256, 256, 64))["TensorizeTT"]
+    t = _stages(K.tilelang_example_gemm(256, 256, 64), multicast=False)["TensorizeTT"]   # the user's blocks
     cb = t.attrs[attrs.CB]
     assert str(cb["C_local"]["residency"]) == "cb"
     sh, sw = (int(x) for x in cb["C_local"]["subblock"])
@@ -106,9 +106,9 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))
     lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
-    assert names == ["00_Input.py", "01_SDPAFusionTT.py", "02_GridToPersistentTT.py", "03_TTShardToCoreMap.py",
-                     "04_TilePadTT.py", "05_MemorySpaceLowerTT.py", "06_TensorizeTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "06_TensorizeTT.py").read_text()
+    assert names == ["00_Input.py", "01_SDPAFusionTT.py", "02_SuperBlockTT.py", "03_GridToPersistentTT.py",
+                     "04_TTShardToCoreMap.py", "05_TilePadTT.py", "06_MemorySpaceLowerTT.py", "07_TensorizeTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "07_TensorizeTT.py").read_text()
 
 
 def test_passes_also_run_under_tvm_pass_manager():

@@ -4,7 +4,8 @@ from .grid_to_persistent import GridToPersistentTT
 from .memory_space_lower import MemorySpaceLowerTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
+from .super_block import SuperBlockTT
 from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 
-__all__ = ["SDPAFusionTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT"]
+__all__ = ["SDPAFusionTT", "SuperBlockTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT"]

@@ -55,7 +55,7 @@ import math
 import tvm
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, compute_config
 from ..errors import TTError
 from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf
 from ..schedule import lattice_rect, make_schedule_spec
@@ -398,7 +398,8 @@ def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable
     """The roofline (PERF_ANCHORS section 8) of the lattice with ``factor`` fused against the contiguous split."""
     (gy, gx), (H, W), (h, w) = grid, rect, factor
     perf = get_perf(options.arch)
-    fidelity = str(func.attrs[attrs.OPTIONS]["math_fidelity"])
+    fidelity = str(func.attrs[attrs.OPTIONS]["math_fidelity"] if attrs.OPTIONS in func.attrs
+                   else compute_config.resolve(func, options)["math_fidelity"])
     a_axis_k = 0 if g.trans_a else 1
     kt = int(g.loop.extent) * math.ceil(int(static_shape(g.a)[a_axis_k]) / 32)
     mt, nt = math.ceil(g.bm / 32), math.ceil(g.bn / 32)
