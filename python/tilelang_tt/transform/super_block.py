@@ -26,8 +26,9 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      sub_bx`` and ``C`` read at its window ``C[sub_by * bm : .., sub_bx * bn : ..]`` (MemorySpaceLowerTT lowers
      such a window to an ``eltwise`` leaf at that origin). The schedule annotation gets ``multicast=True``.
      ``(h, w)`` is the candidate with the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B``
-     ``H / h`` times) whose circular buffers fit the usable L1, found by running GridToPersistentTT ..
-     TensorizeTT on the candidate (their CB sizes are the ones VerifyTTProgram checks). With it, ``f`` K steps
+     ``H / h`` times) whose circular buffers fit the usable L1 and that compiles: the candidate is run through
+     GridToPersistentTT .. TensorizeTT (their CB sizes are the ones VerifyTTProgram checks) and codegen's program
+     passes up to VerifyTTProgram. With it, ``f`` K steps
      (the largest divisor of a static K loop from 0 up to ``K_STEPS_FUSED`` that still fits) become one:
      ``A_s`` / ``B_s`` ``f`` times wider along K, the loop ``f`` times shorter, the gemm's K ``f * bk``, so the
      CB-resident accumulator is reloaded and re-packed once per ``f`` K tiles (tt-metal's ``in0_block_w``) and
@@ -304,8 +305,11 @@ def _rebuild(func, loops, pre, realize, root, extents=None):
     return tirx.PrimFunc(func.params, body, func.ret_type, func.buffer_map, func.attrs, func.span)
 
 
-def _cb_bytes(func, options: TTOptions) -> int | None:
-    """L1 the candidate's CBs need, from GridToPersistentTT .. TensorizeTT run on it (None: it does not lower)."""
+def _fits(func, options: TTOptions, l1_bytes: int) -> bool:
+    """The candidate lowers through GridToPersistentTT .. TensorizeTT with CBs that fit ``l1_bytes``, and (inside
+    the pipeline, where the resolved options are attached) through the program passes and VerifyTTProgram too,
+    so a fused kernel never fails to compile where the user's kernel compiles."""
+    from ..codegen import generate
     from ..pipeline import passes
 
     seq = passes(options)
@@ -313,9 +317,14 @@ def _cb_bytes(func, options: TTOptions) -> int | None:
     try:
         for _, fn in seq[start:]:
             func = fn(func)
+        need = sum(int(e["bytes"]) for e in func.attrs[attrs.CB].values() if str(e.get("residency", "")) != "dst")
+        if need > l1_bytes:
+            return False
+        if attrs.OPTIONS in func.attrs and options.tensorize:
+            generate(func, options)
     except TTError:
-        return None
-    return sum(int(e["bytes"]) for e in func.attrs[attrs.CB].values() if str(e.get("residency", "")) != "dst")
+        return False
+    return True
 
 
 def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
@@ -379,8 +388,7 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
                 break
             fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
             fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
-            need = _cb_bytes(fused, options)
-            if need is not None and need <= dev.l1_usable_bytes:
+            if _fits(fused, options, dev.l1_usable_bytes):
                 chosen = (fused, h, w, f)
                 break
         if chosen is not None or (h, w) == (1, 1):
