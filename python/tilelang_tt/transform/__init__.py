@@ -5,7 +5,6 @@ from .memory_space_lower import MemorySpaceLowerTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
 from .super_block import SuperBlockTT
-from .super_block import SuperBlockTT
 from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 
