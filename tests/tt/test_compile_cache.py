@@ -87,7 +87,7 @@ def test_corrupted_entry_is_ignored_and_rebuilt(cache_dir, caplog, damage):
     good = first.get_kernel_source()
     if damage == "edit_kernel":
         path = entry / cache.FILES_DIR / "kernels" / "compute.cpp"
-        path.write_text(path.read_text().replace("add_tiles", "sub_tiles"))
+        path.write_text(path.read_text() + "// edited after the compile\n")
     elif damage == "truncate_entry":
         path = entry / cache.ENTRY_FILE
         path.write_text(path.read_text()[:40])

@@ -79,7 +79,9 @@ def test_jit_decorator_lazy_and_cached(artifact_root):
     k2 = make(64, 96)
     assert isinstance(k1, TTJITKernel) and k1 is k2
     assert k1.plan["grid"] == [2, 3] and k1.plan["device"]["arch"] == "blackhole"
-    assert "sub_tiles(cb_A_tile, cb_B_tile" in k1.tt_artifact.files["kernels/compute.cpp"]
+    compute = k1.tt_artifact.files["kernels/compute.cpp"]
+    # fp32 operands: both copied into DST exactly (unpack-to-DEST) and subtracted on the SFPU
+    assert "sub_binary_tile(" in compute and "copy_tile(cb_A_tile" in compute and "copy_tile(cb_B_tile" in compute
 
 
 def test_annotations_available_on_tilelang_language():
