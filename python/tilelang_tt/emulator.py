@@ -69,7 +69,8 @@ def build_host(artifact_dir: Path) -> Path:
     source = (Path(artifact_dir) / "host.cpp").read_text()
     cxx = os.environ.get("TT_SIM_CXX", "c++")
     flags = ["-std=c++20", "-O1", "-Wall", "-Werror"]
-    key = hashlib.sha256("\0".join([source, inst.headers_hash, cxx, *flags]).encode()).hexdigest()[:20]
+    # the binary links libtt_sim.so by rpath: another install (another venv sharing this cache) needs its own build
+    key = hashlib.sha256("\0".join([source, inst.headers_hash, str(inst.lib), cxx, *flags]).encode()).hexdigest()[:20]
     exe = cache_root() / "sim-hosts" / key / "host"
     if exe.is_file():
         return exe
