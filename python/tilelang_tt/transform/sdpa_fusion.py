@@ -220,26 +220,36 @@ def _parallel_store(stmt):
     return loops, [int(e.value) for e in extents], lets, store
 
 
-def _always_from(cond, k, loops, extents, ana):
-    """(value, first_k_expr): ``cond`` has the constant truth ``value`` for every element of every chunk
-    ``k < first_k_expr`` (and not for the chunk at ``first_k_expr``), or None when ``cond`` is not an affine
-    comparison of the chunk and element indices. ``first_k_expr`` is a floor division whose numerator ``ana``
-    proves non-negative (the kernels compute in unsigned arithmetic)."""
+def _affine_condition(cond, k, loops, extents):
+    """``cond`` (a comparison) as ``d >= 0`` with ``d = ck * k + sum(c_i * loop_i) + base``: (ck, base, lo, hi), lo and
+    hi the smallest and largest element term over the loops' extents; None if it is not affine or ``ck`` is 0."""
     kinds = {tirx.GE: (1, 0), tirx.GT: (1, 1), tirx.LE: (-1, 0), tirx.LT: (-1, 1)}
     for kind, (sign, strict) in kinds.items():
         if isinstance(cond, kind):
             break
     else:
         return None
-    d = (cond.a - cond.b) * sign - strict           # cond <=> d >= 0
+    d = (cond.a - cond.b) * sign - strict
     coeffs = tvm.arith.detect_linear_equation(d, [k, *loops])
     if len(coeffs) != len(loops) + 2 or not all(isinstance(c, tirx.IntImm) for c in coeffs[:-1]):
         return None
     ck, per_elem, base = int(coeffs[0]), [int(c) for c in coeffs[1:-1]], coeffs[-1]
     if ck == 0:
         return None
-    lo = sum(min(0, c * (e - 1)) for c, e in zip(per_elem, extents))    # smallest element term
-    hi = sum(max(0, c * (e - 1)) for c, e in zip(per_elem, extents))    # largest
+    lo = sum(min(0, c * (e - 1)) for c, e in zip(per_elem, extents))
+    hi = sum(max(0, c * (e - 1)) for c, e in zip(per_elem, extents))
+    return ck, base, lo, hi
+
+
+def _always_from(cond, k, loops, extents, ana):
+    """(value, first_k_expr): ``cond`` has the constant truth ``value`` for every element of every chunk
+    ``k < first_k_expr`` (and not for the chunk at ``first_k_expr``), or None when ``cond`` is not an affine
+    comparison of the chunk and element indices. ``first_k_expr`` is a floor division whose numerator ``ana``
+    proves non-negative (the kernels compute in unsigned arithmetic)."""
+    found = _affine_condition(cond, k, loops, extents)
+    if found is None:
+        return None
+    ck, base, lo, hi = found
     if ck < 0:   # true for small k: every element true while base + ck*k + lo >= 0
         value, numerator, divisor = True, ana.simplify(base + lo - ck), -ck
     else:        # false for small k: every element false while base + ck*k + hi < 0
@@ -321,20 +331,10 @@ def _split_diagonal(match: _Match, ana):
 def _any_until(cond, k, loops, extents, ana):
     """The number of chunks ``k = 0, 1, ...`` for which ``cond`` holds for some element, when ``cond`` (an affine
     comparison, see ``_always_from``) holds for small ``k`` only; None otherwise."""
-    kinds = {tirx.GE: (1, 0), tirx.GT: (1, 1), tirx.LE: (-1, 0), tirx.LT: (-1, 1)}
-    for kind, (sign, strict) in kinds.items():
-        if isinstance(cond, kind):
-            break
-    else:
+    found = _affine_condition(cond, k, loops, extents)
+    if found is None or found[0] > 0:
         return None
-    d = (cond.a - cond.b) * sign - strict
-    coeffs = tvm.arith.detect_linear_equation(d, [k, *loops])
-    if len(coeffs) != len(loops) + 2 or not all(isinstance(c, tirx.IntImm) for c in coeffs[:-1]):
-        return None
-    ck, per_elem, base = int(coeffs[0]), [int(c) for c in coeffs[1:-1]], coeffs[-1]
-    if ck >= 0:
-        return None
-    hi = sum(max(0, c * (e - 1)) for c, e in zip(per_elem, extents))
+    ck, base, _, hi = found
     numerator = ana.simplify(base + hi - ck)        # some element true while base + ck*k + hi >= 0
     if not ana.can_prove(numerator >= 0):
         return None
