@@ -1,3 +1,4 @@
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import tilelang  # noqa: E402,F401
 import tilelang_tt  # noqa: E402,F401
 import tilelang_tt.artifact as _artifact  # noqa: E402
 import tilelang_tt.codegen as _codegen  # noqa: E402
+from tilelang_tt import plan as _plan_mod  # noqa: E402
 
 # Every artifact the suite writes is checked against the real TT-Metalium 0.81 headers and libtt_metal.so at
 # the end of the session (set TILELANG_TT_REAL_CHECK=0 to skip this while iterating locally).
@@ -21,6 +23,11 @@ _original_write = _artifact.write_artifact
 
 
 def _recording_write(files, kernel_name, root=None, exact_dir=None):
+    # The compiler checks only the plan's invariants; every plan the suite writes is also checked against the
+    # JSON Schema here (a violation fails the compile that wrote it).
+    plan = json.loads(files.get("tt.plan.json", "null"))
+    if isinstance(plan, dict) and "schema_version" in plan:      # not the hygiene tests' toy files
+        _plan_mod.validate(plan)
     out = _original_write(files, kernel_name, root=root, exact_dir=exact_dir)
     _WRITTEN.add(Path(out))
     return out

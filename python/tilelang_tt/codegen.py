@@ -226,7 +226,7 @@ def _plan(ctx: _Context, program) -> dict:
         plan["super_block"] = _plain(ctx.func.attrs[attrs.SUPER_BLOCK])
     if program.multicast:
         plan["multicast"] = program.multicast
-    plan_mod.validate(plan)
+    plan_mod.check_invariants(plan)     # the schema: at every trust boundary and in the tests (plan.py)
     return plan
 
 

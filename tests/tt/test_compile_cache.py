@@ -2,8 +2,10 @@
 
 import json
 import logging
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,44 @@ def test_key_covers_versions_and_sources(monkeypatch):
     monkeypatch.setattr(cache, "SDK_VERSION", "0.82")
     assert cache.make_key("k") != base
     assert cache.make_key("other") != cache.make_key("k")
+
+
+def test_source_fingerprint_follows_every_edit(tmp_path):
+    """The fingerprint is memoised by the files' stat signature; an edit (content, size or mtime) rehashes, and
+    files too fresh for their mtime to be trusted are always hashed."""
+    src, memo = tmp_path / "pkg", tmp_path / "memo.json"
+    (src / "templates").mkdir(parents=True)
+    files = {src / "a.py": "x = 1\n", src / "templates" / "k.cpp.j2": "{{ x }}\n"}
+    (src / "notes.bin").write_bytes(b"not fingerprinted")
+
+    def write(path, text, age_s=60):
+        path.write_text(text)
+        when = time.time_ns() - age_s * 10**9
+        os.utime(path, ns=(when, when))
+
+    for path, text in files.items():
+        write(path, text)
+    first = cache.fingerprint(src, memo)
+    assert json.loads(memo.read_text())["sha256"] == first
+    # A memo whose signature matches is trusted (that is what makes a hit cheap) ...
+    memo.write_text(json.dumps({**json.loads(memo.read_text()), "sha256": "memoised"}))
+    assert cache.fingerprint(src, memo) == "memoised"
+    # ... any edit of a fingerprinted file invalidates it, one that keeps the size too ...
+    write(src / "a.py", "x = 2\n", age_s=30)
+    second = cache.fingerprint(src, memo)
+    assert second not in (first, "memoised")
+    write(src / "templates" / "k.cpp.j2", "{{ y }}\n", age_s=20)
+    third = cache.fingerprint(src, memo)
+    assert third not in (first, second)
+    assert cache.fingerprint(src, tmp_path / "fresh.json") == third
+    (src / "notes.bin").write_bytes(b"other bytes")              # not a fingerprinted suffix
+    assert cache.fingerprint(src, memo) == third
+    # ... and a file written just now is hashed whatever the memo says (its next edit may keep the mtime).
+    write(src / "a.py", "x = 3\n", age_s=0)
+    memo.write_text(json.dumps({"signature": "any", "sha256": "memoised"}))
+    fresh = cache.fingerprint(src, memo)
+    assert fresh not in (first, second, third, "memoised")
+    assert json.loads(memo.read_text())["sha256"] == "memoised"          # not recorded while racy
 
 
 @pytest.mark.parametrize("damage", ["edit_kernel", "truncate_entry", "delete_plan", "edit_source"])

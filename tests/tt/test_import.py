@@ -30,3 +30,4 @@ def test_first_compile_loads_it(tmp_path):
     loaded = _modules_after("import tilelang, tilelang_tt\nfrom examples import kernels as K\n"
                             "tilelang.compile(K.elementwise_add(64, 64), target='tt')", tmp_path)
     assert {"tilelang_tt.codegen", "tilelang_tt.pipeline"} <= loaded
+    assert "jsonschema" not in loaded        # the schema is checked at trust boundaries, not per compile (plan.py)
