@@ -7,11 +7,16 @@ read into a shared tile, dequantized in a ``T.Parallel`` into a bf16 tile, then 
   ``B_deq[i, j] = B_shared[i, j].astype(bf16) * Scale[bx * block_N + i]``, ``C = A @ B_deq^T``. int8 tensors are
   stored as Bfp8_b, which holds every integer in [-127, 127] exactly (docs/usage.md "Data formats").
 * ``dequant_gemm_int8_grouped``: int8 weights ``B[K, N]`` with one scale per output channel and group of
-  ``group_size`` K elements (``group_size`` a multiple of block_K). TT broadcasts only a tile's first row, so
-  the scales of group g are stored at row ``32 * g`` of ``Scale[K // group_size * 32, N]`` (the other rows are
-  unused); the plain ``Scale[K // group_size, N]`` form is refused with an error saying so.
-* ``dequant_gemm_packed_int4``: TileLang's packed form (two int4 per uint8, unpacked with shifts and masks in the
-  ``T.Parallel``); TT refuses it with an error that says to store the weights unpacked (int8, or Bfp4_b).
+  ``group_size`` K elements, ``Scale[K // group_size, N]`` (``group_size`` a multiple of block_K and of 32). TT
+  broadcasts only a tile's first row: the host stores scale row g as row 0 of its own tile (TilePadTT's
+  ``row_pad``), so each K step's scale row is a broadcast row.
+* ``dequant_gemm_int4`` / ``dequant_gemm_int4_grouped``: TileLang's packed form, two int4 per byte (uint8 or
+  int8 storage) unpacked with shifts and masks in the ``T.Parallel``, in the forms of ``tilelang.quantize``
+  (``source_format``): "uint" (``_tir_packed_to_unsigned_convert``), "int" (``_tir_packed_int_to_int_convert``:
+  sign extension in int32), "int_reinterpret" (``example_dequant_gemm_w4a8``: ``reinterpret`` to int8 and an
+  arithmetic shift, through a fragment copy) and "uint_zp" (unsigned minus a zero point of 8 after the cast,
+  ``_tir_packed_to_signed_convert``). The unpack is a function of the packed byte alone, so UnpackWeightsTT moves
+  it to the host (int8 tiles stored as Bfp8_b); scales stay on the device.
 """
 
 import tilelang.language as T
@@ -64,7 +69,7 @@ def dequant_gemm_int8_grouped(M, N, K, group_size=128, block_M=64, block_N=64, b
 
     @T.prim_func
     def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((K, N), "int8"),
-             Scale: T.Tensor((K // group_size * 32, N), in_dtype), C: T.Tensor((M, N), in_dtype)):
+             Scale: T.Tensor((K // group_size, N), in_dtype), C: T.Tensor((M, N), in_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), in_dtype)
             B_shared = T.alloc_shared((block_K, block_N), "int8")
@@ -76,34 +81,93 @@ def dequant_gemm_int8_grouped(M, N, K, group_size=128, block_M=64, block_N=64, b
                 T.copy(B[k * block_K, bx * block_N], B_shared)
                 for i, j in T.Parallel(block_K, block_N):
                     B_dequantize_shared[i, j] = B_shared[i, j].astype(in_dtype) * \
-                        Scale[k * block_K // group_size * 32, bx * block_N + j]
+                        Scale[k * block_K // group_size, bx * block_N + j]
                 T.gemm(A_shared, B_dequantize_shared, C_local)
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return main
 
 
-def dequant_gemm_packed_int4(M, N, K, block_M=64, block_N=64, block_K=64, in_dtype="bfloat16",
-                             accum_dtype="float32"):
+def unpack_int4(source_format, storage_dtype, val, pos, dtype):
+    """One int4 of a packed byte ``val`` at position ``pos`` (0 or 1), as ``tilelang.quantize`` writes it."""
+    from tilelang import tvm  # noqa: F401  (TileLang bundles TVM; its TIR namespace is tirx)
+    from tvm import tirx as tir
+
+    if source_format == "uint":          # _tir_packed_to_unsigned_convert
+        mask = tir.const(15, storage_dtype)
+        return ((val >> (pos * 4).astype(storage_dtype)) & mask).astype(dtype)
+    if source_format == "int":           # _tir_packed_int_to_int_convert
+        unextended = (val >> (pos.astype("int32") * tir.const(4, "int32"))) & tir.const(15, "int32")
+        return tir.Cast(dtype, (unextended << tir.const(28, "int32")) >> tir.const(28, "int32"))
+    if source_format == "int_reinterpret":   # example_dequant_gemm_w4a8's _tir_u8_to_i4_to_i8
+        i4 = (val >> (pos.astype("uint8") * tir.const(4, "uint8"))) & tir.const(15, "uint8")
+        i8 = tir.reinterpret("int8", i4 << tir.const(4, "uint8")) >> tir.const(4, "int8")
+        return i8.astype(dtype)
+    if source_format == "uint_zp":       # _tir_packed_to_signed_convert: zero point 8
+        return ((val >> (pos.astype("uint32") * tir.const(4, "uint32"))) & tir.const(15, "uint32")).astype(dtype) - \
+            tir.const(8, dtype)
+    raise ValueError(source_format)
+
+
+def dequant_gemm_int4(M, N, K, source_format="uint", with_scaling=False, block_M=64, block_N=64, block_K=64,
+                      in_dtype="bfloat16", accum_dtype="float32", storage_dtype="uint8"):
+    """``C = A @ dequant(B)^T``: ``B[N, K // 2]`` packed along K, optional per-channel ``Scale[N]``."""
     num_elems_per_byte = 2
+    if source_format == "int_reinterpret":
+        storage_dtype = "uint8"
 
     @T.prim_func
-    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K // num_elems_per_byte), "uint8"),
-             C: T.Tensor((M, N), in_dtype)):
+    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K // num_elems_per_byte), storage_dtype),
+             Scale: T.Tensor((N,), in_dtype), C: T.Tensor((M, N), in_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), in_dtype)
-            B_shared = T.alloc_shared((block_N, block_K // num_elems_per_byte), "uint8")
+            B_shared = T.alloc_shared((block_N, block_K // num_elems_per_byte), storage_dtype)
+            B_local = T.alloc_fragment((block_N, block_K // num_elems_per_byte), storage_dtype)
             B_dequantize_shared = T.alloc_shared((block_N, block_K), in_dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
             T.clear(C_local)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 T.copy(B[bx * block_N, k * block_K // num_elems_per_byte], B_shared)
+                T.copy(B_shared, B_local)
                 for i, j in T.Parallel(block_N, block_K):
-                    B_dequantize_shared[i, j] = ((B_shared[i, j // num_elems_per_byte] >>
-                                                  (4 * (j % num_elems_per_byte)).astype("uint8")) &
-                                                 T.uint8(0xF)).astype(in_dtype)
+                    if with_scaling:
+                        B_dequantize_shared[i, j] = unpack_int4(
+                            source_format, storage_dtype, B_local[i, j // num_elems_per_byte],
+                            j % num_elems_per_byte, in_dtype) * Scale[bx * block_N + i]
+                    else:
+                        B_dequantize_shared[i, j] = unpack_int4(
+                            source_format, storage_dtype, B_local[i, j // num_elems_per_byte],
+                            j % num_elems_per_byte, in_dtype)
                 T.gemm(A_shared, B_dequantize_shared, C_local, transpose_B=True)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def dequant_gemm_int4_grouped(M, N, K, source_format="uint_zp", group_size=128, block_M=64, block_N=64, block_K=64,
+                              in_dtype="bfloat16", accum_dtype="float32", storage_dtype="uint8"):
+    """``C = A @ dequant(B)``: ``B[K, N // 2]`` packed along N, per-group scales ``Scale[K // group_size, N]``."""
+    num_elems_per_byte = 2
+    assert group_size % block_K == 0
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((K, N // num_elems_per_byte), storage_dtype),
+             Scale: T.Tensor((K // group_size, N), in_dtype), C: T.Tensor((M, N), in_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_K, block_N // num_elems_per_byte), storage_dtype)
+            B_dequantize_shared = T.alloc_shared((block_K, block_N), in_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N // num_elems_per_byte], B_shared)
+                for i, j in T.Parallel(block_K, block_N):
+                    B_dequantize_shared[i, j] = unpack_int4(
+                        source_format, storage_dtype, B_shared[i, j // num_elems_per_byte], j % num_elems_per_byte,
+                        in_dtype) * Scale[k * block_K // group_size, bx * block_N + j]
+                T.gemm(A_shared, B_dequantize_shared, C_local)
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return main

@@ -10,6 +10,7 @@ SHARDING_ANNOTATION = "tt.sharding_annotation"
 COMPUTE_ANNOTATION = "tt.compute_annotation"      # T.annotate_tt_compute: math fidelity, fp32 accumulation
 
 # PrimFunc attributes written by the passes.
+HOST_UNPACK = "tt.host_unpack"        # UnpackWeightsTT: packed weight tensors the host unpacks (table per position)
 SDPA = "tt.sdpa"                      # SDPAFusionTT: the attention structure and its work split
 SUPER_BLOCK = "tt.super_block"        # SuperBlockTT: user blocks fused per core, how multicast was chosen
 GRID = "tt.grid"                      # GridToPersistentTT: [grid_y, grid_x]
@@ -31,5 +32,5 @@ PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by Gr
 
 ALL_KEYS = (
     SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
-    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, SUPER_BLOCK,
+    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, SUPER_BLOCK, HOST_UNPACK,
 )

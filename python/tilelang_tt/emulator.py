@@ -178,6 +178,18 @@ def to_block_float(value, buf: dict, view: tuple, padded: tuple) -> np.ndarray:
     return blockfloat.to_tiles(arr, buf["format"], rounding="host")
 
 
+def unpack_host(value, spec: dict) -> np.ndarray:
+    """A packed weight tensor (two int4 per byte, ...) as the int8 tensor the kernel reads (plan ``host_unpack``,
+    written by UnpackWeightsTT): element ``x`` along ``axis`` is ``table[x % factor][packed[x // factor]]``, the
+    packed byte taken as uint8 (the table is the kernel's unpack expression evaluated for every byte)."""
+    arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    raw = np.ascontiguousarray(arr).view(np.uint8)
+    axis, factor = spec["axis"], spec["factor"]
+    wide = np.repeat(raw, factor, axis=axis)
+    pos = (np.arange(wide.shape[axis]) % factor).reshape([-1 if a == axis else 1 for a in range(wide.ndim)])
+    return np.asarray(spec["table"], dtype=np.int8)[pos, wide]
+
+
 def _scalar_bits(value, dtype: str) -> int:
     """A scalar kernel argument as the uint32 the kernels receive (float32: its bit pattern)."""
     import struct
@@ -223,7 +235,7 @@ def bind_shapes(plan: dict, tensors: dict[int, object]) -> dict[str, int]:
         if value is None:
             raise TTSimError(f"no tensor for parameter {buf['name']}", construct="kernel call")
         actual = tuple(int(n) for n in getattr(value, "shape", ()))
-        expected = buf["shape"]
+        expected = buf["host_unpack"]["shape"] if "host_unpack" in buf else buf["shape"]
         ok = len(actual) == len(expected)
         for want, got in zip(expected, actual):
             if isinstance(want, str):
@@ -274,6 +286,8 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         shapes, dims = bind_shapes(plan, tensors), {}
         for buf in plan["buffers"]:
             value = tensors[buf["param_index"]]
+            if "host_unpack" in buf:
+                value = unpack_host(value, buf["host_unpack"])
             view = tuple(_eval_dim(d, shapes) for d in buf.get("view", buf["shape"]))
             dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
             if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:

@@ -13,7 +13,6 @@ Two layers live here and nowhere else:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import tvm
 from tvm import tirx
@@ -22,16 +21,13 @@ from tvm.ir import Op
 _PREFIX = "tilelang_tt."
 
 
-@lru_cache(maxsize=1)
-def registered_op_names() -> frozenset:
-    """TVM's registered op names when first asked: one walk of ~900 names through the FFI (~7 ms) per process
-    serves the _register calls below and transform.common's UnsupportedOps."""
-    return frozenset(str(n) for n in tvm.ir._ffi_api.ListOpNames())
+# One walk of TVM's op registry (~900 names through the FFI, ~7 ms) serves every _register call below.
+_REGISTERED = {str(n) for n in tvm.ir._ffi_api.ListOpNames()}
 
 
 def _register(name: str, num_inputs: int) -> Op:
     full = _PREFIX + name
-    if full not in registered_op_names():      # else registered earlier in this process (a module reload)
+    if full not in _REGISTERED:
         tvm.ir._ffi_api.RegisterOp(full, f"tilelang-tt tile intrinsic {name}")
         op = Op.get(full)
         tvm.ir._ffi_api.OpSetNumInputs(op, num_inputs)
@@ -91,8 +87,7 @@ class CallSpec:
 
     ``kind``: cb (CB protocol), dst (tile_regs_*), noc (data movement), startup, reconfig, init (sets the
     unpack/math state of ``unit``), op (a tile op needing the init named ``init``, whose arguments at
-    ``init_args`` must equal the init's leading arguments), pack, packer (the packer's L1 accumulation flag).
-    ``unit``: "fpu" (unpacker + FPU math) or
+    ``init_args`` must equal the init's leading arguments), pack. ``unit``: "fpu" (unpacker + FPU math) or
     "sfpu". ``pages``: (cb argument, page-count argument) of a CB protocol call."""
 
     cpp: str
@@ -183,9 +178,6 @@ CALLS: dict[str, CallSpec] = {
     "pack_reconfig_data_format": CallSpec("pack_reconfig_data_format({0})", "reconfig",
                                           "api/compute/reconfig_data_format.h"),
     "pack_tile": CallSpec("pack_tile({0}, {1})", "pack", "api/compute/pack.h"),
-    # Packer L1 accumulation (1: pack_tile adds DST to the tile already in L1; 0: plain writes). A packer setting
-    # of its own kind: HoistInits neither hoists nor drops it (LowerToTTProgram places each pair).
-    "pack_reconfig_l1_acc": CallSpec("pack_reconfig_l1_acc({0})", "packer", "api/compute/pack.h"),
     # Unpack a CB tile into DST, plain or transposed.
     "copy_init": CallSpec("copy_init({0})", "init", "api/compute/tile_move_copy.h", "fpu"),
     "copy_tile": CallSpec("copy_tile({0}, {1}, {2})", "op", "api/compute/tile_move_copy.h", "fpu", "copy_init", (0,)),

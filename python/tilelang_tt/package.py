@@ -188,6 +188,7 @@ def params_from_plan(plan: dict) -> list:
     params = []
     for i in range(len(by_index)):
         b = by_index[i]
+        b = dict(b, **b["host_unpack"]) if "host_unpack" in b else b     # packed weights: the caller's tensor
         shape = [d if isinstance(d, int) else tirx.Var(str(d), "int32") for d in b["shape"]]
         params.append(KernelParam.from_buffer(tirx.decl_buffer(shape, b["dtype"], b["name"])))
     return params

@@ -2,9 +2,12 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> mark as device kernel
+
+UnpackWeightsTT runs first: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
+plan), so every later pass sees ordinary int8 weights.
 
 SDPAFusionTT (the design's phase-1 attention pass) runs first because what it decides for FlashAttention is the
 work split (the order of Q chunks, pairs per core) that GridToPersistentTT turns into the persistent loop, and
@@ -42,6 +45,7 @@ from .transform.shard_to_core_map import shard_to_core_map
 from .transform.super_block import super_block
 from .transform.tensorize import tensorize
 from .transform.tile_pad import tile_pad
+from .transform.unpack_weights import unpack_weights
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +61,7 @@ def passes(options: TTOptions):
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
     seq = [
+        ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options)),
         ("SuperBlockTT", lambda f: super_block(f, options)),
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),

@@ -134,19 +134,61 @@ def test_dequant_int8_per_channel(act):
     assert rel_fro(c, ref) <= 2 ** -6
 
 
-def test_dequant_int8_per_group(act):
+@pytest.mark.parametrize("g", [64, 128])
+def test_dequant_int8_per_group(act, g):
+    # TileLang's plain Scale[K // g, N]: the host stores row r of the scales as row 0 of its own tile (row_pad)
     torch.manual_seed(4)
-    g = 128
     b = torch.randint(-127, 128, (K, N), dtype=torch.int8)
     s = (torch.rand(K // g, N) * 0.02 + 0.001).to(torch.bfloat16)
-    sp = torch.zeros(K // g * 32, N, dtype=torch.bfloat16)
-    sp[::32] = s
     c = torch.empty(M, N, dtype=torch.bfloat16)
-    tilelang.compile(D.dequant_gemm_int8_grouped(M, N, K, group_size=g), target="tt")(act, b, sp, c)
+    kernel = tilelang.compile(D.dequant_gemm_int8_grouped(M, N, K, group_size=g), target="tt")
+    scale = {x["name"]: x for x in kernel.plan["buffers"]}["Scale"]
+    assert scale["shape"] == [K // g, N] and scale["view"] == [K // g * 32, N]
+    assert scale["row_pad"] == {"outer": K // g, "rows": 1, "padded_rows": 32}
+    kernel(act, b, s, c)
     s_full = s.repeat_interleave(g, 0)
     check_model(c, act, bf16_away(b.float() * trunc(s_full, 7)))
     ref = act.float() @ (b.to(torch.bfloat16) * s_full).float()
     assert rel_fro(c, ref) <= 2 ** -6
+
+
+def _int8_grouped_kernel(scale_rows, scale_row):
+    """int8 B[K, N] times scales S[scale_rows, N] read at row ``scale_row(k, i)`` in 64x64x64 blocks."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "int8"), S: T.Tensor((scale_rows, N), "bfloat16"),
+          C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // 64, M // 64) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "bfloat16")
+            B_s = T.alloc_shared((64, 64), "int8")
+            B_d = T.alloc_shared((64, 64), "bfloat16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.serial(K // 64):
+                T.copy(A[by * 64, k * 64], A_s)
+                T.copy(B[k * 64, bx * 64], B_s)
+                for i, j in T.Parallel(64, 64):
+                    B_d[i, j] = B_s[i, j].astype("bfloat16") * S[scale_row(k, i), bx * 64 + j]
+                T.gemm(A_s, B_d, C_l)
+            T.copy(C_l, C[by * 64, bx * 64])
+    return f
+
+
+def test_dequant_int8_per_group_row_per_tile_form(act):
+    # the form written for TT before: Scale[K // g * 32, N], group r's scales at row 32 r (rows provably aligned)
+    g = 128
+    f = _int8_grouped_kernel(K // g * 32, lambda k, i: k * 64 // g * 32)
+    torch.manual_seed(4)
+    b = torch.randint(-127, 128, (K, N), dtype=torch.int8)
+    s = (torch.rand(K // g, N) * 0.02 + 0.001).to(torch.bfloat16)
+    sp = torch.zeros(K // g * 32, N, dtype=torch.bfloat16)
+    sp[::32] = s
+    kernel = tilelang.compile(f, target="tt")
+    assert "row_pad" not in {x["name"]: x for x in kernel.plan["buffers"]}["S"]
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, b, sp, c)
+    check_model(c, act, bf16_away(b.float() * trunc(s.repeat_interleave(g, 0), 7)))
 
 
 def test_int8_weights_hold_every_value_in_range():
@@ -179,36 +221,145 @@ def test_int8_result_is_refused():
         tilelang.compile(f, target="tt")
 
 
-def test_packed_int4_is_refused_with_the_fix():
-    with pytest.raises(TTUnsupportedError) as e:
-        tilelang.compile(D.dequant_gemm_packed_int4(M, N, K), target="tt")
-    text = str(e.value)
-    assert "tensor B: dtype 'uint8'" in text and "shifts and masks in a T.Parallel" in text
-    assert re.search(r"dequant_kernels\.py:\d+", text) and "TTShard(format='Bfp4_b')" in text
+# ---- packed int4 ---------------------------------------------------------------------------------------------
+def ref_unpack_int4(packed: torch.Tensor, source_format: str, axis: int) -> torch.Tensor:
+    """Two int4 per byte, low nibble first (element x = byte x // 2, nibble x % 2), as tilelang.quantize defines
+    them: "uint" 0..15; "int" / "int_reinterpret" two's complement -8..7; "uint_zp" 0..15 minus 8."""
+    q = packed.view(torch.uint8).to(torch.int16)
+    w = torch.stack([q & 15, q >> 4], dim=axis + 1).flatten(axis, axis + 1)
+    if source_format in ("int", "int_reinterpret"):
+        w = torch.where(w >= 8, w - 16, w)
+    if source_format == "uint_zp":
+        w = w - 8
+    return w.float()
 
 
-def test_per_group_scale_row_off_tile_start_is_refused():
+FORMS = [("uint", "uint8"), ("uint", "int8"), ("int", "int8"), ("int", "uint8"), ("int_reinterpret", "uint8"),
+         ("uint_zp", "uint8")]
+
+
+@pytest.mark.parametrize("source_format,storage", FORMS)
+def test_dequant_int4_table(source_format, storage):
+    # the plan's host table is the kernel's unpack expression for every byte: compare it with the definition
+    kernel = tilelang.compile(D.dequant_gemm_int4(M, N, K, source_format, True, storage_dtype=storage),
+                              target="tt -compile_only=true")
+    b = {x["name"]: x for x in kernel.plan["buffers"]}["B"]
+    assert (b["dtype"], b["format"], b["shape"]) == ("int8", "Bfp8_b", [N, K])
+    unpack = b["host_unpack"]
+    assert (unpack["shape"], unpack["dtype"], unpack["axis"], unpack["factor"]) == ([N, K // 2], storage, 1, 2)
+    every = ref_unpack_int4(torch.arange(256, dtype=torch.int16).to(torch.uint8)[None, :], source_format, 1)[0]
+    assert torch.equal(torch.tensor(unpack["table"], dtype=torch.float32).T.flatten(), every)
+    assert b["bytes"] == (N // 32) * (K // 32) * 1088        # DRAM holds Bfp8_b tiles of the unpacked weights
+
+
+@pytest.mark.parametrize("source_format,storage", FORMS)
+def test_dequant_int4_per_channel(act, source_format, storage):
+    torch.manual_seed(6)
+    qb = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8).view(getattr(torch, storage))
+    s = (torch.rand(N) * 0.02 + 0.001).to(torch.bfloat16)
+    kernel = tilelang.compile(D.dequant_gemm_int4(M, N, K, source_format, True, storage_dtype=storage), target="tt")
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, qb, s, c)
+    w = ref_unpack_int4(qb, source_format, 1)
+    check_model(c, act, bf16_away(w * trunc(s, 7)[:, None]).T)        # int4 values exact, scale as the FPU sees it
+    assert rel_fro(c, act.float() @ (w * s.float()[:, None]).T) <= 2 ** -6
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_dequant_int4_unscaled(act, arch):
+    # TileLang's example_dequant_gemv_fp16xint4 reference: B[:, j] = (qB[:, j // 2] >> (4 * (j % 2))) & 0xF
+    torch.manual_seed(7)
+    qb = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8)
+    kernel = tilelang.compile(D.dequant_gemm_int4(M, N, K, "uint"), target=f"tt -arch={arch}")
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, qb, torch.ones(N, dtype=torch.bfloat16), c)
+    w = torch.empty(N, K)
+    for j in range(K):
+        w[:, j] = ((qb[:, j // 2] >> (4 * (j % 2))) & 0xF).float()
+    check_model(c, act, w.T)
+
+
+@pytest.mark.parametrize("arch,g,source_format", [("wormhole_b0", 64, "uint_zp"), ("blackhole", 128, "int"),
+                                                  ("wormhole_b0", 128, "uint")])
+def test_dequant_int4_per_group(act, arch, g, source_format):
+    torch.manual_seed(8)
+    qb = torch.randint(0, 256, (K, N // 2), dtype=torch.uint8)
+    s = (torch.rand(K // g, N) * 0.02 + 0.001).to(torch.bfloat16)
+    kernel = tilelang.compile(D.dequant_gemm_int4_grouped(M, N, K, source_format, group_size=g),
+                              target=f"tt -arch={arch}")
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, qb, s, c)
+    w, s_full = ref_unpack_int4(qb, source_format, 1), s.repeat_interleave(g, 0)
+    check_model(c, act, bf16_away(w * trunc(s_full, 7)))
+    assert rel_fro(c, act.float() @ (w * s_full.float())) <= 2 ** -6
+
+
+def test_dequant_int4_package_roundtrip(act, tmp_path):
+    # the exported package carries the host table: a loaded kernel unpacks the same way
+    torch.manual_seed(9)
+    qb = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8)
+    s = (torch.rand(N) * 0.02 + 0.001).to(torch.bfloat16)
+    kernel = tilelang.compile(D.dequant_gemm_int4(M, N, K, "int", True, storage_dtype="uint8"), target="tt")
+    loaded = tilelang_tt.load(kernel.export(tmp_path / "int4.ttpkg"))
+    outs = []
+    for k in (kernel, loaded):
+        c = torch.empty(M, N, dtype=torch.bfloat16)
+        k(act, qb, s, c)
+        outs.append(c)
+    assert torch.equal(outs[0], outs[1])
+
+
+def _packed_kernel(unpack):
     import tilelang.language as T
 
     @T.prim_func
-    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "int8"), S: T.Tensor((K // 64, N), "bfloat16"),
-          C: T.Tensor((M, N), "bfloat16")):
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K // 2), "uint8"), C: T.Tensor((M, N), "bfloat16")):
         with T.Kernel(N // 64, M // 64) as (bx, by):
             A_s = T.alloc_shared((64, 64), "bfloat16")
-            B_s = T.alloc_shared((64, 64), "int8")
+            B_s = T.alloc_shared((64, 32), "uint8")
             B_d = T.alloc_shared((64, 64), "bfloat16")
             C_l = T.alloc_fragment((64, 64), "float32")
             T.clear(C_l)
             for k in T.serial(K // 64):
                 T.copy(A[by * 64, k * 64], A_s)
-                T.copy(B[k * 64, bx * 64], B_s)
+                T.copy(B[bx * 64, k * 32], B_s)
                 for i, j in T.Parallel(64, 64):
-                    B_d[i, j] = B_s[i, j].astype("bfloat16") * S[k, bx * 64 + j]
-                T.gemm(A_s, B_d, C_l)
+                    B_d[i, j] = unpack(B_s, i, j)
+                T.gemm(A_s, B_d, C_l, transpose_B=True)
             T.copy(C_l, C[by * 64, bx * 64])
-    with pytest.raises(TTUnsupportedError, match=r"broadcast over the whole tiles of .*TT broadcasts only the "
-                                                 r"tile's first row"):
+    return f
+
+
+def test_packed_values_outside_int8_are_refused():
+    # a "packed" byte taken whole (values up to 255) is not an int8 weight: the error names the values
+    f = _packed_kernel(lambda B_s, i, j: (B_s[i, j // 2] >> (j % 2).astype("uint8")).astype("bfloat16"))
+    with pytest.raises(TTUnsupportedError, match=r"the unpacked values of B_shared|the unpacked values of B_s .*"
+                                                 r"include \[128\.0.*exact for integers in \[-127, 127\] only"):
         tilelang.compile(f, target="tt")
+
+
+def test_packed_byte_read_whole_is_refused():
+    f = _packed_kernel(lambda B_s, i, j: ((B_s[i, j // 2] >> (4 * (j % 2)).astype("uint8")) & T_u8(15)).astype(
+        "bfloat16") + B_s[i, 0].astype("bfloat16"))
+    with pytest.raises(TTUnsupportedError, match=r"the packed buffer B_s is read other than by an unpack expression"):
+        tilelang.compile(f, target="tt")
+
+
+def T_u8(v):
+    import tilelang.language as T
+    return T.uint8(v)
+
+
+@pytest.mark.parametrize("g,extra", [(16, "for groups below 32 rows expand the scales on the host"),
+                                     (32, "use block_K <= group_size")])
+def test_per_group_scale_within_a_block_is_refused(g, extra):
+    f = _int8_grouped_kernel(K // g, lambda k, i: (k * 64 + i) // g)
+    with pytest.raises(TTUnsupportedError) as e:
+        tilelang.compile(f, target="tt")
+    text = str(e.value)
+    assert f"changes every {g} values of the T.Parallel's row variable i" in text
+    assert "TT broadcasts one row per 32x32 tile" in text and extra in text
+    assert re.search(r"test_dequant\.py:\d+", text)
 
 
 def test_bad_format_annotation():

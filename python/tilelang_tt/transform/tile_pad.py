@@ -31,6 +31,7 @@ Errors (TTShapeError / TTUnsupportedError): a 1-D buffer used both as a row and 
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 from tvm.ir import Op
 
@@ -65,6 +66,13 @@ def _uses(expr, var) -> bool:
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tirx.PrimExpr) else expr,
                                        lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
     return bool(found)
+
+
+def _group_rows(index, var):
+    """g when ``index`` is ``(... var ...) // g`` (a per-group row), else None."""
+    if isinstance(index, tirx.FloorDiv) and isinstance(index.b, tirx.IntImm) and _uses(index.a, var):
+        return int(index.b.value)
+    return None
 
 
 class _Orientation:
@@ -123,6 +131,12 @@ class _Views:
         self.row_pads: dict = {}       # tensor name -> {outer, rows, padded_rows} (see _row_group)
         self.tile_buffers: list = []
         self.new: dict = {}            # data var -> (new 2-D buffer, split p)
+        self.bcast_rows: dict = {}     # tensor data var -> True while every access reads one broadcast row
+        self.spread: dict = {}         # tensor data var -> True: [G, N] stored as [G, 1 -> 32, N] (row g at 32 g)
+        from tvm import arith
+
+        self.ana = arith.Analyzer()    # knows every T.Parallel variable's range (they are distinct Vars)
+        self._extent: dict = {}        # T.Parallel variable -> extent
 
     # -- analysis --------------------------------------------------------------------------------------
     def analyse(self):
@@ -157,6 +171,9 @@ class _Views:
             body = body.body
         vars_ = [l.loop_var for l in loops]
         extents = [l.extent for l in loops]
+        for l in loops:
+            self._extent[l.loop_var] = l.extent
+            self.ana.bind(l.loop_var, tvm.ir.Range.from_min_extent(l.min, l.extent))
         accesses = []
         tirx.stmt_functor.post_order_visit(body, lambda n: accesses.append(n)
                                            if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) else None)
@@ -172,11 +189,37 @@ class _Views:
             for b in vectors[1:]:
                 self.orient.union(vectors[0], b)
         for a in accesses:
+            if is_global(a.buffer) and len(a.indices) == 2:
+                self.bcast_rows[a.buffer.data] = self.bcast_rows.get(a.buffer.data, True) and self._bcast_row(
+                    a, vars_)
             if is_global(a.buffer) and len(a.indices) >= 3:
                 ext = tuple(next((e for v, e in zip(vars_, extents) if _uses(ix, v)), 1) for ix in a.indices)
                 rows = extents[0] if len(vars_) == 2 else 1
                 cols = extents[-1]
                 self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
+
+    def _bcast_row(self, access, vars_) -> bool:
+        """A read of one row of a 2-D tensor broadcast over the rows of a 2-D T.Parallel (a per-group scale
+        ``Scale[k * block_K // group, n]``) at a row not provably a multiple of 32."""
+        row, col = access.indices
+        row = self.ana.simplify(row)    # (k * block_K + i) // group -> k * block_K // group when group % block_K == 0
+        rows = self.ana.simplify(self._extent[vars_[0]]) if len(vars_) == 2 else None
+        if not (isinstance(access, tirx.BufferLoad) and len(vars_) == 2 and _uses(col, vars_[1])
+                and not _uses(col, vars_[0]) and isinstance(rows, tirx.IntImm) and int(rows) % TILE == 0):
+            return False     # only rows broadcast over whole tiles (a 1-row block keeps its row where it is)
+        if _uses(row, vars_[0]) and _group_rows(access.indices[0], vars_[0]) is not None:
+            g = _group_rows(access.indices[0], vars_[0])
+            raise TTUnsupportedError(
+                f"{access.buffer.name}[{access.indices[0]}, ...] changes every {g} values of the T.Parallel's row "
+                f"variable {vars_[0].name}: a per-group "
+                f"row is broadcast over a whole block, and TT broadcasts one row per 32x32 tile (groups of {g} rows "
+                "within one block would need a different row per tile" + (" and within one tile)" if g < TILE else ")"),
+                construct=describe(access), source=self.src,
+                fix=f"use block_K <= group_size with group_size a multiple of block_K and of {TILE}" +
+                    (f"; for groups below {TILE} rows expand the scales on the host to one row per weight row and "
+                     "multiply element-wise (Scale_full[k * block_K + i, n])" if g < TILE else ""))
+        return (not _uses(row, vars_[0]) and not _uses(row, vars_[1])
+                and not self.ana.can_prove(tirx.floormod(row, TILE) == 0))
 
     def _tile_op(self, stmt, c):
         if c.op.same_as(TileOps.reduce):
@@ -194,6 +237,8 @@ class _Views:
                         (g.extents, self._shape2d(t.buffer), describe(stmt)))
             if len(src.buffer.shape) == 1 and len(dst.buffer.shape) == 1:
                 self.orient.union(src.buffer, dst.buffer)
+            for r in (src, dst):
+                self.bcast_rows[r.buffer.data] = False
 
     def _shape2d(self, buf):
         shape = _dims(buf)
@@ -236,6 +281,9 @@ class _Views:
             if p in self.func.buffer_map:
                 buf = self.func.buffer_map[p]
                 rank = len(buf.shape)
+                if rank == 2 and self.bcast_rows.get(buf.data) and isinstance(_dims(buf)[0], int):
+                    self._declare(buf, 2, (_dims(buf)[0], 1, _dims(buf)[1]))   # each row its own tile row 0
+                    continue
                 if rank == 2:
                     continue
                 split = (1 if self.orient.of(buf) == COL else 0) if rank == 1 else self.split(buf)
@@ -248,9 +296,14 @@ class _Views:
             if len(shape) == 1:
                 self._declare(buf, 1 if self.orient.of(buf) == COL else 0)
 
-    def _declare(self, buf, p):
-        shape = _dims(buf)
-        folded = self._row_group(buf, shape, p)
+    def _declare(self, buf, p, shape=None):
+        """``shape``: the tensor seen with more dimensions (a broadcast-row tensor ``[G, N]`` as ``[G, 1, N]``)."""
+        if shape is not None:
+            self.spread[buf.data] = True
+            folded = (shape[0], TILE, shape[2])
+        else:
+            shape = _dims(buf)
+            folded = self._row_group(buf, shape, p)
         view = (_prod(folded[:p]), _prod(shape[p:]))
         new = tirx.decl_buffer(view, buf.dtype, buf.name, data=buf.data, scope=str(buf.scope()))
         self.new[buf.data] = (new, p, folded)
@@ -284,6 +337,8 @@ class _Views:
             return out
 
         idx = list(indices)
+        if buf_data in self.spread:
+            idx = [self.ana.simplify(idx[0]), tirx.IntImm("int32", 0), idx[1]]
         idx = [tirx.IntImm("int32", 0)] * (len(shape) - len(idx)) + idx
         return new, [fold(idx[:p], shape[:p]), fold(idx[p:], shape[p:])]
 
