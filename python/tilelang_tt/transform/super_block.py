@@ -19,17 +19,23 @@ In:  the frontend's ``T.Kernel`` nest (``blockIdx.x`` / ``blockIdx.y`` loops aro
      tensor rows (or columns) are ``by * bm + ...`` and of a B block indexed ``bx * bn + ...`` (nothing else
      in it uses ``by`` / ``bx``, the loop bounds neither) and one ``T.gemm(A_s, B_s, C)``; then only ``T.copy``
      statements moving ``C`` (through shared buffers of ``C``'s shape) to a tensor window at ``[by * bm + ..,
-     bx * bn + ..]``. The grid must be static and 2-D.
+     bx * bn + ..]``, or any other epilogue (a ``T.Parallel`` bias / activation / cast, in place or storing
+     straight to a tensor) that stays off the K loop's operand buffers and variable and stores some tensor.
+     The grid must be static and 2-D.
 Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``, its copy at ``by * h``),
      ``B_s`` ``w`` times wider along N, ``C`` ``h * bm x w * bn``, the gemm's M/N, and the epilogue inside
      ``for sub_by in T.serial(h): for sub_bx in T.serial(w):`` with ``by -> by * h + sub_by``, ``bx -> bx * w +
      sub_bx`` and ``C`` read at its window ``C[sub_by * bm : .., sub_bx * bn : ..]`` (MemorySpaceLowerTT lowers
-     such a window to an ``eltwise`` leaf at that origin). The schedule annotation gets ``multicast=True``.
-     ``(h, w)`` is the candidate with the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B``
-     ``H / h`` times) whose circular buffers fit the usable L1 and that compiles: the candidate is run through
-     GridToPersistentTT .. TensorizeTT (their CB sizes are the ones VerifyTTProgram checks) and codegen's program
-     passes up to VerifyTTProgram. With it, ``f`` K steps
-     (the largest divisor of a static K loop from 0 up to ``K_STEPS_FUSED`` that still fits) become one:
+     such a window to an ``eltwise`` leaf at that origin). Any other epilogue runs unchanged in that nest (``by``,
+     ``bx`` substituted) on ``C_block``, a buffer of the user's ``C`` shape and scope filled first by a
+     ``T.copy`` of the window. The schedule annotation gets ``multicast=True``.
+     ``(h, w, f)`` (``f`` below) is the candidate with the least modeled time at the performance model's rates
+     (``_core_seconds``: max of a core's FPU, unpack and pack time, where a CB-resident accumulator is packed,
+     with packer L1 accumulation, once per fused K step, and the DRAM time), then the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B`` ``H / h``
+     times), then the largest, whose circular buffers fit the usable L1 and that compiles: the candidate is run
+     through GridToPersistentTT .. TensorizeTT (their CB sizes are the ones VerifyTTProgram checks) and codegen's
+     program passes up to VerifyTTProgram. ``f`` K steps (a divisor of a static K loop from 0 up to
+     ``K_STEPS_FUSED``) become one:
      ``A_s`` / ``B_s`` ``f`` times wider along K, the loop ``f`` times shorter, the gemm's K ``f * bk``, so the
      CB-resident accumulator is reloaded and re-packed once per ``f`` K tiles (tt-metal's ``in0_block_w``) and
      each multicast moves ``f`` times more per handshake; a ``T.Pipelined`` loop keeps ``max(2, ceil(stages /
@@ -162,6 +168,11 @@ class _Gemm:
         self.a, self.b = a, b
         self.bm, self.bn = (int(x) for x in static_shape(self.c))
         self.epilogue = stmts[2:]
+        self.staged = any(tile_op_call(s) is None or not tile_op_call(s).op.same_as(TileOps.copy)
+                          for s in self.epilogue)
+        if self.staged:
+            self._match_general_epilogue([a, b] + [buf for buf, _, _ in self.reads.values()])
+            return
         staged = {self.c.name}
         for s in self.epilogue:
             cp = tile_op_call(s)
@@ -184,6 +195,31 @@ class _Gemm:
                 staged.add(dst.buffer.name)
         if self.c.name in {decode_region(tile_op_call(s).args[1]).buffer.name for s in self.epilogue}:
             raise _NoMatch("the epilogue writes the accumulator")
+
+    def _match_general_epilogue(self, operands) -> None:
+        """An epilogue with more than copies (a T.Parallel bias / activation, a cast): fused blocks run it unchanged
+        per user block on a copy of that block's window of the accumulator (``_fuse``), so it only has to stay off
+        the K loop's operand buffers (fusion resizes them) and write some global tensor."""
+        touched, globals_written = set(), []
+
+        def visit(node):
+            if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
+                touched.add(node.buffer.name)
+                if isinstance(node, tirx.BufferStore) and is_global(node.buffer):
+                    globals_written.append(node.buffer)
+            elif isinstance(node, tirx.Var) and node.same_as(self.loop.loop_var):
+                touched.add(node.name)
+
+        for s in self.epilogue:
+            tirx.stmt_functor.post_order_visit(s, visit)
+            cp = tile_op_call(s)
+            if cp is not None and cp.op.same_as(TileOps.copy) and is_global(decode_region(cp.args[1]).buffer):
+                globals_written.append(decode_region(cp.args[1]).buffer)
+        if touched & {b.name for b in operands} or self.loop.loop_var.name in touched:
+            raise _NoMatch("the epilogue reads the K loop's operand buffers or its variable")
+        if not globals_written:
+            raise _NoMatch("the epilogue stores no tensor")
+        self.out_bits = max(b.dtype.bits for b in globals_written)
 
     def _stride_is(self, expr, var, step) -> bool:
         return self.analyzer.can_prove(_subst(expr, {var: var + 1}) - expr == step)
@@ -258,7 +294,19 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
     sub_by, sub_bx = tirx.Var("sub_by", "int32"), tirx.Var("sub_bx", "int32")
     per_block = {by: by * h + sub_by, bx: bx * w + sub_bx}
     epilogue = []
-    for s in (g.epilogue if h * w > 1 else []):
+    if g.staged and h * w > 1:
+        # The user's epilogue, per user block, on ``C_block``: a copy of that block's window of the fused
+        # accumulator, in the accumulator's scope and of the user's shape.
+        block_c = tirx.decl_buffer([g.bm, g.bn], g.c.dtype, f"{g.c.name}_block", scope=g.c.scope())
+        new[block_c.name] = block_c
+        copy_args = list(tile_op_call(next(s for s in (list(g.loop.body.seq) if isinstance(g.loop.body, tirx.SeqStmt)
+                                                       else [g.loop.body])
+                                           if tile_op_call(s).op.same_as(TileOps.copy))).args[2:])
+        window = _region(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], 1)
+        epilogue.append(tirx.Evaluate(tirx.Call("handle", TileOps.copy,
+                                                [window, _region(block_c, [0, 0], [g.bm, g.bn], 2)] + copy_args)))
+        epilogue += [_swap_buffer(_subst(s, per_block), g.c, block_c) for s in g.epilogue]
+    for s in (g.epilogue if h * w > 1 and not g.staged else []):
         c = tile_op_call(s)
         src = decode_region(c.args[0])
         if src.buffer.same_as(g.c):     # the user block's window of the fused accumulator
@@ -275,9 +323,22 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
                         tirx.For(sub_bx, tirx.IntImm("int32", 0), tirx.IntImm("int32", w), tirx.ForKind.SERIAL,
                                  tail))
     allocs = [new.get(b.name, b) for b in root.alloc_buffers]
+    allocs += [b for name, b in new.items() if name not in {a.name for a in root.alloc_buffers}]
     body = _rewrap(g.wrappers, [clear, loop, tail])
     return tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, allocs,
                        root.match_buffers, root.annotations)
+
+
+def _swap_buffer(stmt, old, new):
+    """``stmt`` with every load and store of ``old`` (tile-op regions included: they hold BufferLoads) on ``new``."""
+    def post(node):
+        if isinstance(node, tirx.BufferLoad) and node.buffer.same_as(old):
+            return tirx.BufferLoad(new, node.indices)
+        if isinstance(node, tirx.BufferStore) and node.buffer.same_as(old):
+            return tirx.BufferStore(new, node.value, node.indices)
+        return None
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
 
 
 def _with_schedule(root: tirx.SBlock, spec_dict: dict) -> tirx.SBlock:
@@ -376,22 +437,20 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     H, W = lattice
     m_rows = int(static_shape(gemm.c)[0]) * gy       # M and N of the blocked problem, K per block row
     n_cols = int(static_shape(gemm.c)[1]) * gx
-    candidates = sorted(((h, w) for h in range(1, H + 1) if H % h == 0 for w in range(1, W + 1) if W % w == 0),
-                        key=lambda f: ((W // f[1]) * m_rows + (H // f[0]) * n_cols, -f[0] * f[1], abs(f[0] - f[1])))
     spec_dict = spec.as_dict()
     steps = int(gemm.loop.extent) if gemm.k_steps else 1
     k_factors = [f for f in range(min(K_STEPS_FUSED, steps), 0, -1) if steps % f == 0]
+    dram = {(h, w): (W // w) * m_rows + (H // h) * n_cols for h in range(1, H + 1) if H % h == 0
+            for w in range(1, W + 1) if W % w == 0}
+    candidates = sorted(((h, w, f) for (h, w) in dram for f in k_factors if (h, w, f) != (1, 1, 1)),
+                        key=lambda c: (_core_seconds(func, gemm, options, (gy, gx), (H, W), c, steps), dram[c[:2]],
+                                       -c[0] * c[1], abs(c[0] - c[1]), -c[2]))
     chosen = None
-    for h, w in candidates:
-        for f in k_factors:
-            if (h, w, f) == (1, 1, 1):
-                break
-            fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
-            fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
-            if _fits(fused, options, dev.l1_usable_bytes):
-                chosen = (fused, h, w, f)
-                break
-        if chosen is not None or (h, w) == (1, 1):
+    for h, w, f in candidates:
+        fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
+        fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
+        if _fits(fused, options, dev.l1_usable_bytes):
+            chosen = (fused, h, w, f)
             break
     if chosen is None:
         chosen = (_rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict)), 1, 1, 1)
@@ -400,6 +459,34 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
         return func
     return out.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn],
                                              "grid": [gy, gx], "multicast": source})
+
+
+def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:
+    """The roofline of the lattice with its ``H x W`` rectangles fused as ``candidate`` = (h, w, f), at the
+    performance model's rates (``device.PERF``): max of a core's FPU, unpack and pack time and the DRAM time.
+    Every tile-MAC unpacks an A and a B tile; a fused accumulator too large for DST is packed once per fused K
+    step (``steps / f`` per block) with packer L1 accumulation (``pack_l1_acc_cost``) or, with ``packer_l1_acc``
+    off, reloaded (unpacked) and packed; A is read ``W / w`` times, B ``H / h`` times."""
+    (H, W), (h, w, f) = rect, candidate
+    perf, dev = get_perf(options.arch), options.device
+    resolved = func.attrs[attrs.OPTIONS] if attrs.OPTIONS in func.attrs else compute_config.resolve(func, options)
+    fidelity, l1_acc = str(resolved["math_fidelity"]), bool(resolved.get("packer_l1_acc", True))
+    (gy, gx), mt, nt = grid, math.ceil(g.bm / 32), math.ceil(g.bn / 32)
+    kb = math.ceil(int(static_shape(g.a)[0 if g.trans_a else 1]) / 32)
+    macs = H * W * mt * nt * steps * kb
+    fpu = macs * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
+    unpack = macs * (g.a.dtype.bits + g.b.dtype.bits) * 128
+    dram = steps * kb * 128 * (gy * mt * g.a.dtype.bits * (W // w) + gx * nt * g.b.dtype.bits * (H // h))
+    pack = 0.0
+    fp32 = str(g.c.dtype) == "float32"
+    if h * w * mt * nt > dev.dst_capacity(fp32):    # CB resident: every fused K step re-packs the whole block
+        partials = H * W * mt * nt * (steps // f) * 1024 * g.c.dtype.bits // 8
+        if l1_acc and str(g.c.dtype) in ("float32", "bfloat16"):
+            pack = partials * perf.pack_l1_acc_cost
+        else:
+            pack, unpack = partials, unpack + partials
+    core = max(fpu, unpack / perf.unpack_bytes_per_cycle, pack / perf.pack_bytes_per_cycle) / perf.clock_hz
+    return max(core, dram / perf.dram_bw_interleaved)
 
 
 def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable: int) -> bool:
@@ -413,8 +500,9 @@ def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable
     mt, nt = math.ceil(g.bm / 32), math.ceil(g.bn / 32)
     a_tile, b_tile = (g.a.dtype.bits // 8) * 1024, (g.b.dtype.bits // 8) * 1024
     a_total, b_total = gy * mt * kt * a_tile, gx * nt * kt * b_tile
-    c_total = gy * gx * mt * nt * 1024 * max(decode_region(tile_op_call(s).args[1]).buffer.dtype.bits // 8
-                                             for s in g.epilogue)
+    out_bits = g.out_bits if g.staged else max(decode_region(tile_op_call(s).args[1]).buffer.dtype.bits
+                                                for s in g.epilogue)
+    c_total = gy * gx * mt * nt * 1024 * out_bits // 8
 
     def seconds(blocks_per_core: int, dram_bytes: int) -> float:
         cycles = blocks_per_core * mt * nt * kt * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
