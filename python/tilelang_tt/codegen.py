@@ -204,6 +204,8 @@ def _plan_cbs(ctx: _Context) -> list:
             entry["subblock"] = e["subblock"]
         out.append(entry)
     return out
+        if "accumulate" in e:
+            entry["accumulate"] = e["accumulate"]
 
 
 def _plan(ctx: _Context, program) -> dict:

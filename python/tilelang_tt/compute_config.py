@@ -1,4 +1,5 @@
-"""The compute kernel's math fidelity and fp32 DST accumulation: the user's choice, or ttnn's default.
+"""The compute kernel's math fidelity, fp32 DST accumulation and packer L1 accumulation: the user's choice, or
+ttnn's default.
 
 Precedence: ``T.annotate_tt_compute(...)`` in the kernel > target options (``"tt -math_fidelity=LoFi
 -fp32_dest_acc=true"``) > defaults. A kernel without ``T.gemm`` (softmax, normalization, elementwise) defaults to
@@ -10,6 +11,8 @@ float32 — and HiFi4 when an input is float16 (ttnn has no fp16 matmul default;
 fidelity phase: at HiFi2 SrcB, which holds in0, keeps 1 + 6 bits, so each product loses up to 2^-6 relative,
 TT_KERNEL_PATTERNS.md 5.2); fp32 accumulation (``default_fp32_acc``) when the output is float32 — here, as before this module
 existed, whenever the compute kernel touches a float32 CB (``TensorizeTT``), which includes a float32 output.
+Packer L1 accumulation (ttnn's ``packer_l1_acc``) is on unless the annotation or the target option turns it off;
+TensorizeTT applies it where it can (``accumulate`` of each CB-resident matmul accumulator).
 The resolved values are written to the function's ``tt.options`` and from there reach the plan
 (``math_fidelity``, ``kernels.compute.fp32_dest_acc_en``) and the host program's ``ComputeConfig``.
 """
@@ -26,13 +29,16 @@ from .target import MATH_FIDELITIES
 _BLOCK_FLOAT = ("bfp8", "bfp4", "bfloat8_b", "bfloat4_b")
 
 
-def check_choice(math_fidelity, fp32_dest_acc, construct: str) -> None:
+def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=None) -> None:
     if math_fidelity is not None and math_fidelity not in MATH_FIDELITIES:
         raise TTAnnotationError(f"math_fidelity={math_fidelity!r} is not one of {list(MATH_FIDELITIES)}",
                                 construct=f"{construct}(math_fidelity=...)")
     if fp32_dest_acc is not None and not isinstance(fp32_dest_acc, bool):
         raise TTAnnotationError(f"fp32_dest_acc={fp32_dest_acc!r} must be True, False or None",
                                 construct=f"{construct}(fp32_dest_acc=...)")
+    if packer_l1_acc is not None and not isinstance(packer_l1_acc, bool):
+        raise TTAnnotationError(f"packer_l1_acc={packer_l1_acc!r} must be True, False or None",
+                                construct=f"{construct}(packer_l1_acc=...)")
 
 
 def ttnn_default_fidelity(input_dtypes: list[str]) -> str:
@@ -60,8 +66,9 @@ def annotation(func: tirx.PrimFunc) -> dict:
     out = {}
     if "math_fidelity" in spec:
         out["math_fidelity"] = str(spec["math_fidelity"])
-    if "fp32_dest_acc" in spec:
-        out["fp32_dest_acc"] = bool(spec["fp32_dest_acc"])
+    for key in ("fp32_dest_acc", "packer_l1_acc"):
+        if key in spec:
+            out[key] = bool(spec[key])
     return out
 
 
@@ -94,7 +101,8 @@ def _has_gemm(func: tirx.PrimFunc) -> bool:
 
 
 def resolve(func: tirx.PrimFunc, options) -> dict:
-    """{"math_fidelity": str, "fp32_dest_acc": bool | None (None: TensorizeTT decides), "source": ...}."""
+    """{"math_fidelity": str, "fp32_dest_acc": bool | None (None: TensorizeTT decides), "packer_l1_acc": bool
+    (whether CB-resident accumulators may accumulate in the packer, TensorizeTT), "source": ...}."""
     ann = annotation(func)
     inputs = [_storage(func, func.buffer_map[p]) for p in func.params if p in func.buffer_map]
     if _has_gemm(func):
@@ -106,7 +114,9 @@ def resolve(func: tirx.PrimFunc, options) -> dict:
     if "math_fidelity" in ann:
         fidelity, source = ann["math_fidelity"], "T.annotate_tt_compute"
     fp32 = ann.get("fp32_dest_acc", options.fp32_dest_acc)
-    return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_fidelity_source": source}
+    l1_acc = ann.get("packer_l1_acc", options.packer_l1_acc)
+    return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_fidelity_source": source,
+            "packer_l1_acc": l1_acc is not False}
 
 
 # Ops that copy a CB's tile into DST (A2D). For a Float32 CB with UnpackToDestMode::UnpackToDestFp32 the unpacker

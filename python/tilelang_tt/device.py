@@ -230,6 +230,9 @@ class PerfProfile:
     noc_bytes_per_cycle: float    # per core, one NoC direction (reader ingress / writer egress)
     unpack_bytes_per_cycle: float = 80.0   # both unpackers jointly, 5 x 128 bit/cycle [S] S4 (sec. 2 "L1 feed")
     pack_bytes_per_cycle: float = 64.0     # 4 packers x 16 B/cycle [S] S4
+    # A pack with L1 accumulation is a near-memory read-modify-write: one 128-bit non-atomic accumulate per packer
+    # every 2 cycles instead of one write per cycle (atomic: 5) [S] tt-isa-documentation WormholeB0/TensixTile/L1.md
+    pack_l1_acc_cost: float = 2.0
     fpu_efficiency: float = 0.92           # eta0: sustained / ideal FPU rate, fit in sec. 3 and sec. 8 item 1 [D]
     eltwise_cycles_per_tile: int = 8       # FPU add/sub math per tile (128 elem/cycle); mul: x fidelity phases [S] S3
     sfpu_cycles_per_tile: float = 124.1    # SFPU ops not in SFPU_CYCLES: the identity LOAD/STORE floor [P] S17 #54317

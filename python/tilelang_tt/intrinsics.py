@@ -87,7 +87,8 @@ class CallSpec:
 
     ``kind``: cb (CB protocol), dst (tile_regs_*), noc (data movement), startup, reconfig, init (sets the
     unpack/math state of ``unit``), op (a tile op needing the init named ``init``, whose arguments at
-    ``init_args`` must equal the init's leading arguments), pack. ``unit``: "fpu" (unpacker + FPU math) or
+    ``init_args`` must equal the init's leading arguments), pack, packer (the packer's L1 accumulation flag).
+    ``unit``: "fpu" (unpacker + FPU math) or
     "sfpu". ``pages``: (cb argument, page-count argument) of a CB protocol call."""
 
     cpp: str
@@ -178,6 +179,9 @@ CALLS: dict[str, CallSpec] = {
     "pack_reconfig_data_format": CallSpec("pack_reconfig_data_format({0})", "reconfig",
                                           "api/compute/reconfig_data_format.h"),
     "pack_tile": CallSpec("pack_tile({0}, {1})", "pack", "api/compute/pack.h"),
+    # Packer L1 accumulation (1: pack_tile adds DST to the tile already in L1; 0: plain writes). A packer setting
+    # of its own kind: HoistInits neither hoists nor drops it (LowerToTTProgram places each pair).
+    "pack_reconfig_l1_acc": CallSpec("pack_reconfig_l1_acc({0})", "packer", "api/compute/pack.h"),
     # Unpack a CB tile into DST, plain or transposed.
     "copy_init": CallSpec("copy_init({0})", "init", "api/compute/tile_move_copy.h", "fpu"),
     "copy_tile": CallSpec("copy_tile({0}, {1}, {2})", "op", "api/compute/tile_move_copy.h", "fpu", "copy_init", (0,)),

@@ -25,7 +25,8 @@ Cost per core (rates from ``device.PERF``, each with its PERF_ANCHORS source):
 
 * math thread: ``matmul_tiles`` x FPU cycles of the fidelity (LoFi 16 .. HiFi4 64) / FPU efficiency;
   FPU eltwise 8 cycles per tile (mul x fidelity phases); SFPU ops by their measured cycles per tile;
-* unpack thread: bytes unpacked / 80 B per cycle; pack thread: bytes packed / 64 B per cycle;
+* unpack thread: bytes unpacked / 80 B per cycle; pack thread: bytes packed / 64 B per cycle, a pack with L1
+  accumulation (``pack_reconfig_l1_acc(1)``) costing ``pack_l1_acc_cost`` (2) times a plain one;
 * compute = max(unpack, math, pack): the three TRISC threads overlap through DST double buffering;
 * NoC: reader ingress and writer egress bytes / per-core NoC bytes per cycle (the two use different NoCs);
 * core time = max(compute, NoC) / clock; DRAM time = all DRAM bytes / interleaved DRAM bandwidth;
@@ -58,6 +59,7 @@ class CoreWork:
     unpack_bytes: int = 0
     matmul_unpack_bytes: int = 0                    # the part of unpack_bytes that feeds matmul_tiles
     pack_bytes: int = 0
+    pack_l1_acc_bytes: int = 0                      # the part of pack_bytes packed with L1 accumulation
     dram_read_bytes: int = 0
     dram_write_bytes: int = 0
     noc_in_bytes: int = 0
@@ -87,8 +89,9 @@ def core_cycles(work: CoreWork, arch: str, fidelity: str) -> dict[str, float]:
             fpu += n * perf.eltwise_cycles_per_tile * phases
         elif unit == "sfpu":
             sfpu += n * SFPU_CYCLES.get(op, perf.sfpu_cycles_per_tile)
+    pack = work.pack_bytes + (perf.pack_l1_acc_cost - 1.0) * work.pack_l1_acc_bytes
     return {"fpu": fpu, "sfpu": sfpu, "unpack": work.unpack_bytes / perf.unpack_bytes_per_cycle,
-            "pack": work.pack_bytes / perf.pack_bytes_per_cycle,
+            "pack": pack / perf.pack_bytes_per_cycle,
             "noc": max(work.noc_in_bytes, work.noc_out_bytes) / perf.noc_bytes_per_cycle}
 
 
@@ -129,7 +132,8 @@ def evaluate(works: list[CoreWork], arch: str, fidelity: str, source: str) -> di
                   "noc_bytes_per_cycle": perf.noc_bytes_per_cycle,
                   "fpu_cycles_per_tile_matmul": FPU_CYCLES_PER_TILE_MATMUL[fidelity],
                   "unpack_bytes_per_cycle": perf.unpack_bytes_per_cycle,
-                  "pack_bytes_per_cycle": perf.pack_bytes_per_cycle},
+                  "pack_bytes_per_cycle": perf.pack_bytes_per_cycle,
+                  "pack_l1_acc_cost": perf.pack_l1_acc_cost},
         "not_modelled": "launch/dispatch, NoC congestion between cores, DRAM bank hot spots, CB stalls",
     }
     return model
@@ -274,6 +278,7 @@ class _Counter:
     def __init__(self, cb_pages: dict[str, int], tensors: dict[str, dict]):
         self.cb_pages, self.tensors = cb_pages, tensors
         self.mcast_axis: dict[str, str] = {}   # multicast group -> "row" | "column" (plan "multicast")
+        self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
 
     def count(self, body: list[_Node], env: dict, work: CoreWork, mult: int, lets: dict | None = None) -> None:
         lets = dict(lets or {})
@@ -326,9 +331,13 @@ class _Counter:
                 work.dram_write_bytes += nbytes if dram else 0
             return
         spec = CALLS.get(op)
-        if op == "pack_tile":
+        if op == "pack_reconfig_l1_acc":
+            self.l1_acc = _eval(args[0], env) != 0
+        elif op == "pack_tile":
+            nbytes = mult * self.cb_pages[args[1].removeprefix("cb:")]
             work.ops[op] += mult
-            work.pack_bytes += mult * self.cb_pages[args[1].removeprefix("cb:")]
+            work.pack_bytes += nbytes
+            work.pack_l1_acc_bytes += nbytes if self.l1_acc else 0
         elif spec is not None and spec.kind == "op":
             nbytes = mult * sum(self.cb_pages[a.removeprefix("cb:")] for a in args if a.startswith("cb:"))
             work.ops[op] += mult
@@ -401,6 +410,7 @@ def counter_work(plan: dict, report: dict, static: list[CoreWork] | None = None)
             w.unpack_bytes = s.matmul_unpack_bytes * f_mm + (s.unpack_bytes - s.matmul_unpack_bytes) * f_other
             w.matmul_unpack_bytes = s.matmul_unpack_bytes * f_mm
             w.pack_bytes = s.pack_bytes * packs / s.packs if s.packs else packs * out_page
+            w.pack_l1_acc_bytes = s.pack_l1_acc_bytes * packs / s.packs if s.packs else 0
         else:
             w.ops = Counter({"copy_tile": other}) if other else Counter()
             w.matmul_unpack_bytes = 2 * mm * in_page

@@ -32,6 +32,7 @@ class TTOptions:
     math_fidelity: str | None = None      # None: ttnn's default for the kernel's data formats (compute_config.py)
     fp32_dest_acc: bool | None = None     # None: on when the compute kernel touches a float32 CB
     multicast: bool | None = None         # T.annotate_tt_schedule(multicast=...) for kernels that do not say
+    packer_l1_acc: bool | None = None     # None/True: CB-resident accumulators accumulate in the packer; False: reload
     extra: dict = field(default_factory=dict)
 
     @property
@@ -45,7 +46,7 @@ class TTOptions:
     def as_dict(self) -> dict:
         return {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
                 "tensorize": self.tensorize, "math_fidelity": self.math_fidelity, "fp32_dest_acc": self.fp32_dest_acc,
-                "multicast": self.multicast}
+                "multicast": self.multicast, "packer_l1_acc": self.packer_l1_acc}
 
 
 _BOOL_TRUE = {"1", "true", "yes", "on"}
@@ -68,7 +69,7 @@ def _coerce(name: str, value) -> object:
             raise TTTargetError(f"max_cores must be a positive integer, got {value!r}",
                                 construct="target option 'max_cores'", fix="e.g. max_cores=16")
         return n
-    if name in ("compile_only", "tensorize", "fp32_dest_acc", "multicast"):
+    if name in ("compile_only", "tensorize", "fp32_dest_acc", "multicast", "packer_l1_acc"):
         if isinstance(value, bool):
             return value
         text = str(value).lower()
@@ -84,7 +85,7 @@ def _coerce(name: str, value) -> object:
         return value
     raise TTTargetError(f"unknown option {name!r}", construct="tt target",
                         fix="options are arch, max_cores, compile_only, tensorize, math_fidelity, fp32_dest_acc, "
-                            "multicast")
+                            "multicast, packer_l1_acc")
 
 
 def make_options(**kwargs) -> TTOptions:

@@ -39,6 +39,14 @@ def tensors_for(kernel):
 
 # (id, base kernel, file, text to replace, replacement, count, expected message regex)
 CORPUS = [
+    # packer L1 accumulation from the start: T.clear's zero packs would add to L1 nothing has written yet
+    ("l1_acc_onto_unwritten_pages", "gemm", "kernels/compute.cpp",
+     "cb_B_shared, cb_C_local);\n", "cb_B_shared, cb_C_local);\n    pack_reconfig_l1_acc(1);\n", 1,
+     r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile with L1 accumulation \(pack_reconfig_l1_acc\(1\)\) onto "
+     r"page 0 of CB 24, which nothing has written since the CB was created"),
+    ("l1_acc_flag_not_0_or_1", "gemm", "kernels/compute.cpp",
+     "pack_reconfig_l1_acc(1);", "pack_reconfig_l1_acc(2);", 1,
+     r"compute kernel \S*kernels/compute.cpp:\d+: pack_reconfig_l1_acc\(2\): the flag must be 0 or 1"),
     ("deadlock_wait_never_pushed", "add", "kernels/writer.cpp",
      "cb_wait_front(cb_C_out, 1);", "cb_wait_front(cb_C_out, 2);", 1,
      r"(?s)deadlock: every unfinished kernel is blocked.*writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: blocked in "
@@ -84,8 +92,8 @@ CORPUS = [
      r"compute kernel \S*kernels/compute.cpp:\d+: copy_init for CB 24 \(Float32\) while SrcA is configured for "
      r"Float16: reconfig_data_format\(_srca\) must come before the init it affects"),
     ("reconfig_after_init", "gemm", "kernels/compute.cpp",
-     "reconfig_data_format_srca(cb_C_local);\n                copy_init(cb_C_local);",
-     "copy_init(cb_C_local);\n                reconfig_data_format_srca(cb_C_local);", 1,
+     "reconfig_data_format_srca(cb_C_local);\n        copy_init(cb_C_local);",
+     "copy_init(cb_C_local);\n        reconfig_data_format_srca(cb_C_local);", 1,
      r"compute kernel \S*kernels/compute.cpp:\d+: copy_init for CB 24 \(Float32\) while SrcA is configured for "
      r"Float16: reconfig_data_format\(_srca\) must come before the init it affects \(the LLK's init asserts"),
     ("fpu_reads_unpack_to_dest_cb", "gemm", "host.cpp",

@@ -13,6 +13,11 @@ Out: one body per core role, made of ``ttir`` nodes:
        ``consume(cb, pages)`` until PlaceCBPops turns it into a wait and a pop after its last use.
      Loops keep their ``min`` and ``extent``; user variables are renamed through the one ``NameSupply``;
      ``Let`` expressions are inlined. Loops of extent 1 the generator would introduce are not emitted.
+     A CB-resident matmul accumulator (TensorizeTT's ``accumulate``) is updated per DST subblock: "reload"
+     copies the subblock's partial sums into DST before the matmuls; "packer_l1" pops them and packs the
+     matmuls' products onto the same pages between ``pack_reconfig_l1_acc(1)`` and ``(0)`` around the op, so
+     the packer adds them in L1 (the value T.clear / T.fill packed is the first partial sum, packed without
+     accumulation: correct in every persistent iteration and for K loops of any trip count).
 Errors: TTUnsupportedError for tile-program shapes the TT lowering cannot express (a fragment initialised in
      a loop and used after it, a read before a write, an elementwise update of a subblocked accumulator,
      a loop with a step); TTLoweringError for any TIR node no rule handles (named, never dropped).
@@ -354,18 +359,28 @@ class LowerToProgram:
                                      construct=note, source=self.src, fix=f"call T.clear({c_name}) first")
         sh, sw = c["subblock"]
         sub = sh * sw
+        l1_acc = c.get("accumulate") == "packer_l1"
 
         def subblock(sm, sn):
+            math = loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
+                "kt", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
+            if l1_acc:    # the partials stay in L1: pop them so the pack lands on their pages and adds to them
+                why = f"the packer adds this {sh}x{sw} subblock to its partial sums in place"
+                free = [Call("cb_wait_front", (cc, sub), why), Call("cb_pop_front", (cc, sub), why)]
+                return ([Call("tile_regs_acquire", (), note)] + init + math + [Call("tile_regs_commit", (), note)]
+                        + free + self.pack(cc, sub, note))
             reload = [Call("reconfig_data_format_srca", (cc,), note), Call("copy_init", (cc,), note),
                       Call("cb_wait_front", (cc, sub), f"reload the partial sums of this {sh}x{sw} subblock")]
             reload += loop("i", sub, lambda i: [Call("copy_tile", (cc, i, Dst(i)), note)])
             reload += [Call("cb_pop_front", (cc, sub), note)]
-            math = loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
-                "kt", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
             return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
                     + self.pack(cc, sub, note))
 
-        return {"compute": waits + loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))}
+        body = loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))
+        if l1_acc:    # T.clear packed the initial value without accumulation; every K step adds to it
+            why = f"{c_name} accumulates in L1 (packer L1 accumulation)"
+            body = [Call("pack_reconfig_l1_acc", (1,), why)] + body + [Call("pack_reconfig_l1_acc", (0,), why)]
+        return {"compute": waits + body}
 
     def dst_format(self) -> str:
         return "DataFormat::Float32" if self.fp32_acc else "DataFormat::Float16_b"

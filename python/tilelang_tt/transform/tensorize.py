@@ -9,8 +9,11 @@ Out: ``T.clear``/``T.fill`` -> ``tilelang_tt.fill``; ``T.gemm`` -> ``tilelang_tt
      ``reduce`` gets the reduce scaler CB and, for min / abs kinds, a compute scratch CB.
 Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets ``residency`` ("dst": the
      accumulator stays in DST across the K loop, as tt-metal's bmm does; "cb": it lives in its
-     intermediate CB and is processed in ``subblock`` = [h, w] pieces that fit DST, reloaded and
-     re-packed for every K step, as tt-metal's reuse matmul does); ``tt.options.fp32_dest_acc``.
+     intermediate CB and is processed in ``subblock`` = [h, w] pieces that fit DST, re-packed for every K
+     step, as tt-metal's reuse matmul does); for every matmul accumulator
+     ``accumulate``: "dst" (DST resident), "packer_l1" (CB resident, the packer adds each K step's subblock to
+     its tile in L1: tt-metal's PACKER_L1_ACC; ``tt.options.packer_l1_acc`` allows it) or "reload" (CB
+     resident, copied back into DST every K step); ``tt.options.fp32_dest_acc``.
 Errors (TTUnsupportedError): gemm shapes that do not agree; ``clear_accum`` on a
      fragment that is not DST resident; elementwise operators with no TT intrinsic; an expression needing
      more DST slots than the device has.
@@ -257,8 +260,9 @@ class _Tensorizer:
         self.ops.append(("eltwise", store.buffer.name, path, expr))
         return call(TTOps.eltwise, self.index(store.buffer), expr, note=f"T.Parallel: {tilelang_text(store)}")
 
-    def choose_residency(self):
-        """DST residency for the (single) accumulator whose life is fill -> matmul* -> one copy-out."""
+    def choose_residency(self, packer_l1_acc: bool = True):
+        """DST residency for the (single) accumulator whose life is fill -> matmul* -> one copy-out; how every
+        matmul accumulator accumulates (``accumulate``)."""
         candidates = []
         for name, entry in self.cb.items():
             if entry["role"] != "intermediate":
@@ -268,6 +272,8 @@ class _Tensorizer:
             rows, cols = entry["shape_tiles"]
             entry["residency"] = "cb"
             entry["subblock"] = list(_subblock(rows, cols, self.cap)) if "matmul" in kinds else [1, 1]
+            if "matmul" in kinds:
+                entry["accumulate"] = accumulate_mode(entry, packer_l1_acc)
             if (rows * cols <= self.cap and len(kinds) >= 3 and kinds[0] == "fill" and kinds[-1] == "read"
                     and all(k == "matmul" for k in kinds[1:-1]) and touching[0][2] == touching[-1][2]
                     and _unary_of(touching[-1][3], name)
@@ -279,6 +285,22 @@ class _Tensorizer:
         if candidates:
             self.cb[candidates[0]]["residency"] = "dst"
             self.cb[candidates[0]]["subblock"] = list(self.cb[candidates[0]]["shape_tiles"])
+            self.cb[candidates[0]]["accumulate"] = "dst"
+
+
+# Formats the packer's L1 accumulation adds in (tt-isa-documentation WormholeB0/TensixTile/L1.md: near-memory
+# accumulate of FP32 / INT32 / FP16 / BF16); ttnn's partials CB is Float32 or Float16_b with packer_l1_acc.
+L1_ACC_FORMATS = ("Float32", "Float16_b")
+
+
+def accumulate_mode(entry: dict, packer_l1_acc: bool) -> str:
+    """How a CB-resident matmul accumulator adds each K step's products to its partial sums: "packer_l1" (the
+    packer adds DST to the tile in L1, ``pack_reconfig_l1_acc(1)``) when allowed, the CB's format is one the
+    packer accumulates in and the CB holds exactly one block (the pack after popping a subblock lands on the
+    pages it popped); else "reload" (copy_tile the partials into DST before the matmuls, re-pack)."""
+    if packer_l1_acc and entry["format"] in L1_ACC_FORMATS and int(entry["num_pages"]) == int(entry["block_tiles"]):
+        return "packer_l1"
+    return "reload"
 
 
 def _reads(expr, name) -> bool:
@@ -308,8 +330,8 @@ def _subblock(rows: int, cols: int, cap: int) -> tuple[int, int]:
 def tensorize(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
     t = _Tensorizer(func, device)
     body = t.run(func.body)
-    t.choose_residency()
     options = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+    t.choose_residency(bool(options.get("packer_l1_acc", True)))
     options["fp32_dest_acc"] = t.fp32_acc
     return (func.with_body(body).with_attr(attrs.CB, t.cb).with_attr(attrs.TENSORIZED, True)
             .with_attr(attrs.OPTIONS, options))

@@ -93,6 +93,9 @@ void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
                                   "noc_async_write_barrier() first (the noc_inline_dw_write issued at line %u has not "
                                   "landed)", cb, n, p->line));
     }
+    if (t.role != Role::Compute) {
+        for (uint32_t i = 0; i < n; ++i) s.written[(s.wr_ptr + i) % s.num_pages] = 1;
+    }
     if (t.role != Role::Compute && s.filled.size() == s.num_pages) {
         for (uint32_t i = 0; i < n; ++i) {
             if (s.filled[s.wr_ptr + i] != 0) continue;
@@ -193,6 +196,7 @@ void configure_cb(const Device& dev, Core& core, const host::CBSpec& spec, uint3
         s.base = next;
         s.page_size = page;
         s.num_pages = spec.total_size / page;
+        s.written.assign(s.num_pages, 0);
     }
     next += (spec.total_size + dev.arch.l1_alignment - 1) / dev.arch.l1_alignment * dev.arch.l1_alignment;
 }

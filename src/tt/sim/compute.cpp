@@ -125,6 +125,17 @@ void require_started(ComputeState& c, uint32_t line) {
     if (!c.started) kernel_error(line, "compute call before compute_kernel_hw_startup()");
 }
 
+// A pack with L1 accumulation adds to what the page holds: the page must hold a value this program wrote (a
+// previous pack, or a data-movement push); otherwise the result is whatever L1 held plus DST.
+void check_l1_acc_target(const CBState& s, uint32_t cb, uint32_t page, uint32_t line) {
+    if (s.written[page] == 0) {
+        kernel_error(line, format("pack_tile with L1 accumulation (pack_reconfig_l1_acc(1)) onto page %u of CB %u, "
+                                  "which nothing has written since the CB was created: it would add DST to "
+                                  "uninitialised L1 (pack the first partial without accumulation, or initialise "
+                                  "the CB)", page, cb));
+    }
+}
+
 }  // namespace
 
 void hw_startup(uint32_t icb0, uint32_t icb1, uint32_t ocb, SrcOrder order, uint32_t line) {
@@ -206,24 +217,42 @@ void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order,
     }
     const float* tile = dst_tile(c, dst, line, "pack_tile");
     const uint32_t page = (s.wr_ptr + slot) % s.num_pages;
+    if (c.l1_acc) check_l1_acc_target(s, cb, page, line);
     if (!sim().protocol_only) {
         uint8_t* out = l1_ptr(*cur().core, s.base + page * s.page_size, s.page_size, line);
+        float value[kTileElems];
         if (c.reduce_active) {
             // reduce_init's packer edge mask: only the reduce's result positions are written, 0 elsewhere
-            float masked[kTileElems] = {};
+            std::fill(value, value + kTileElems, 0.0f);
             const uint32_t rows = c.reduce_axis == ReduceAxis::Row ? 32 : 1;
             const uint32_t cols = c.reduce_axis == ReduceAxis::Col ? 32 : 1;
             for (uint32_t r = 0; r < rows; ++r) {
-                for (uint32_t col = 0; col < cols; ++col) masked[face_index(r, col)] = tile[face_index(r, col)];
+                for (uint32_t col = 0; col < cols; ++col) value[face_index(r, col)] = tile[face_index(r, col)];
             }
-            pack_tile_bytes(masked, s.fmt, out);
         } else {
-            pack_tile_bytes(tile, s.fmt, out);
+            std::copy(tile, tile + kTileElems, value);
         }
+        if (c.l1_acc) {
+            // near-memory accumulate in the CB's format: the packer's output (DST rounded to the format) is added
+            // to the L1 datum (fp32 add), the sum rounded to the format again
+            float held[kTileElems];
+            unpack_tile(out, s.fmt, held);
+            round_tile(value, s.fmt);
+            for (uint32_t i = 0; i < kTileElems; ++i) value[i] += held[i];
+        }
+        pack_tile_bytes(value, s.fmt, out);
     }
+    s.written[page] = 1;
     if (!out_of_order) s.packed++;
     else s.packed = std::max(s.packed, slot + 1);
     cur().core->counters.packs++;
+}
+
+void pack_reconfig_l1_acc(uint32_t enable, uint32_t line) {
+    ComputeState& c = cs(line);
+    require_started(c, line);
+    if (enable > 1) kernel_error(line, format("pack_reconfig_l1_acc(%u): the flag must be 0 or 1", enable));
+    c.l1_acc = enable == 1;
 }
 
 void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char* name, uint32_t line) {

@@ -96,6 +96,9 @@ struct CBState {
     // Per ring page, for data-movement kernels: written (by a NoC read, an inline write or a multicast landing)
     // since it was reserved. A data-movement kernel may push only written pages (multicast receivers).
     std::vector<uint8_t> filled;
+    // Per ring page: written since the CB was created (by a pack_tile, or pushed by a data-movement kernel). A pack
+    // with L1 accumulation adds to the page's bytes, so it must land on a written page.
+    std::vector<uint8_t> written;
 };
 
 struct Counters {
@@ -168,6 +171,8 @@ struct ComputeState {
     ReducePool reduce_pool = ReducePool::Sum;
     ReduceAxis reduce_axis = ReduceAxis::Row;
     uint32_t reduce_line = 0;
+    // pack_reconfig_l1_acc(1): pack_tile adds DST to the tile already in L1 (in the CB's format) until (0)
+    bool l1_acc = false;
 };
 
 struct Task {

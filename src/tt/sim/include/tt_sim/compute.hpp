@@ -121,6 +121,10 @@ inline void pack_tile(uint32_t ifrom_dst, uint32_t icb, uint32_t output_tile_ind
     tt_sim::pack_tile(ifrom_dst, icb, output_tile_index, out_of_order_output, line);
 }
 
+inline void pack_reconfig_l1_acc(const std::uint32_t l1_acc_en, TT_SIM_LINE) {
+    tt_sim::pack_reconfig_l1_acc(l1_acc_en, line);
+}
+
 // ---- unpack to DST ---------------------------------------------------------------------------------------
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 inline void copy_init(uint32_t cb, uint32_t transpose = 0, uint32_t transpose_within_16x16_face = false,

@@ -61,6 +61,8 @@ void tile_regs_commit(uint32_t line);
 void tile_regs_wait(uint32_t line);
 void tile_regs_release(uint32_t line);
 void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order, uint32_t line);
+// Packer L1 accumulation on (1) / off (0): while on, pack_tile adds DST to the tile in L1 instead of overwriting it.
+void pack_reconfig_l1_acc(uint32_t enable, uint32_t line);
 
 // Inits: FPU inits (every kind but Sfpu) end the packer's reduce edge mask, and are refused while a reduce is
 // active (reduce_uninit() first); `name` is the API call, for diagnostics.
