@@ -13,6 +13,7 @@ Two layers live here and nowhere else:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import tvm
 from tvm import tirx
@@ -21,13 +22,16 @@ from tvm.ir import Op
 _PREFIX = "tilelang_tt."
 
 
-# One walk of TVM's op registry (~900 names through the FFI, ~7 ms) serves every _register call below.
-_REGISTERED = {str(n) for n in tvm.ir._ffi_api.ListOpNames()}
+@lru_cache(maxsize=1)
+def registered_op_names() -> frozenset:
+    """TVM's registered op names when first asked: one walk of ~900 names through the FFI (~7 ms) per process
+    serves the _register calls below and transform.common's UnsupportedOps."""
+    return frozenset(str(n) for n in tvm.ir._ffi_api.ListOpNames())
 
 
 def _register(name: str, num_inputs: int) -> Op:
     full = _PREFIX + name
-    if full not in _REGISTERED:
+    if full not in registered_op_names():      # else registered earlier in this process (a module reload)
         tvm.ir._ffi_api.RegisterOp(full, f"tilelang-tt tile intrinsic {name}")
         op = Op.get(full)
         tvm.ir._ffi_api.OpSetNumInputs(op, num_inputs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import tvm
 from tvm import tirx
@@ -57,25 +58,22 @@ def op(name: str) -> Op:
     return Op.get(name)
 
 
+@lru_cache(maxsize=None)
 def _ops_matching(*words: str) -> tuple:
-    import tvm
+    from ..intrinsics import registered_op_names
 
-    names = [str(n) for n in tvm.ir._ffi_api.ListOpNames()]
-    return tuple(Op.get(n) for n in names if any(w in n for w in words))
+    return tuple(Op.get(n) for n in sorted(registered_op_names()) if any(w in n for w in words))
 
 
 class UnsupportedOps:
-    """TileLang/TIR operators with no meaning on a TT tile program, found once by name and then matched by
-    Op identity."""
-
-    atomics = _ops_matching("atomic")
-    warp = _ops_matching("shfl", "warp", "tvm_warp", "ballot")
+    """TileLang/TIR operators with no meaning on a TT tile program, found by name on first use (one walk of TVM's
+    op registry per process) and then matched by Op identity."""
 
     @classmethod
     def reason(cls, op) -> str | None:
-        if any(op.same_as(o) for o in cls.atomics):
+        if any(op.same_as(o) for o in _ops_matching("atomic")):
             return "atomic operations"
-        if any(op.same_as(o) for o in cls.warp):
+        if any(op.same_as(o) for o in _ops_matching("shfl", "warp", "tvm_warp", "ballot")):
             return "warp/thread-level intrinsics"
         return None
 
