@@ -202,10 +202,10 @@ def _plan_cbs(ctx: _Context) -> list:
         if "residency" in e:
             entry["residency"] = e["residency"]
             entry["subblock"] = e["subblock"]
-        out.append(entry)
-    return out
         if "accumulate" in e:
             entry["accumulate"] = e["accumulate"]
+        out.append(entry)
+    return out
 
 
 def _plan(ctx: _Context, program) -> dict:
