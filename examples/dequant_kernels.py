@@ -145,15 +145,18 @@ def dequant_gemm_int4(M, N, K, source_format="uint", with_scaling=False, block_M
     return main
 
 
-def dequant_gemm_int4_grouped(M, N, K, source_format="uint_zp", group_size=128, block_M=64, block_N=64, block_K=64,
+def dequant_gemm_int4_grouped(M, N, K, source_format="uint", group_size=128, block_M=64, block_N=64, block_K=64,
                               in_dtype="bfloat16", accum_dtype="float32", storage_dtype="uint8"):
-    """``C = A @ dequant(B)``: ``B[K, N // 2]`` packed along N, per-group scales ``Scale[K // group_size, N]``."""
+    """``C = A @ dequant(B)``: ``B[K, N // 2]`` packed along N, per-group zero points and scales
+    ``Zeros[K // group_size, N]``, ``Scale[K // group_size, N]``: ``(unpack(B) - Zeros) * Scale`` (bitblas's
+    "original" zeros mode)."""
     num_elems_per_byte = 2
     assert group_size % block_K == 0
 
     @T.prim_func
     def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((K, N // num_elems_per_byte), storage_dtype),
-             Scale: T.Tensor((K // group_size, N), in_dtype), C: T.Tensor((M, N), in_dtype)):
+             Scale: T.Tensor((K // group_size, N), in_dtype), Zeros: T.Tensor((K // group_size, N), in_dtype),
+             C: T.Tensor((M, N), in_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), in_dtype)
             B_shared = T.alloc_shared((block_K, block_N // num_elems_per_byte), storage_dtype)
@@ -164,9 +167,10 @@ def dequant_gemm_int4_grouped(M, N, K, source_format="uint_zp", group_size=128, 
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 T.copy(B[k * block_K, bx * block_N // num_elems_per_byte], B_shared)
                 for i, j in T.Parallel(block_K, block_N):
-                    B_dequantize_shared[i, j] = unpack_int4(
+                    B_dequantize_shared[i, j] = (unpack_int4(
                         source_format, storage_dtype, B_shared[i, j // num_elems_per_byte], j % num_elems_per_byte,
-                        in_dtype) * Scale[k * block_K // group_size, bx * block_N + j]
+                        in_dtype) - Zeros[k * block_K // group_size, bx * block_N + j]) * \
+                        Scale[k * block_K // group_size, bx * block_N + j]
                 T.gemm(A_shared, B_dequantize_shared, C_local)
             T.copy(C_local, C[by * block_M, bx * block_N])
 

@@ -4,7 +4,7 @@ Compiles the design's GEMM (bf16, 32x32 blocks), TileLang's example GEMM (128x12
 fp16 in / fp32 accumulate, T.Pipelined, T.use_swizzle) and elementwise kernels (fp32 and bf16, plus a
 fused exp(a) * b + 1 chain), and TileLang's everyday kernels (softmax, layernorm and rms_norm in the form of
 TileLang's examples, GEMV, a rank-3 batched GEMM, a GEMM with a bias + ReLU epilogue, a two-layer MLP and
-FlashAttention forward), GEMMs with block-float (Bfp8_b, Bfp4_b) and int8 dequantized weights
+FlashAttention forward), GEMMs with block-float (Bfp8_b, Bfp4_b), int8 and packed int4 dequantized weights
 (examples/dequant_kernels.py) for wormhole_b0 and blackhole, prints each per-core plan and the artifact
 directory, runs the exact generated host program and kernels on tt-sim (the CPU emulator; no Tenstorrent
 device here) and prints the max error against torch, and checks every artifact against the real TT-Metalium
@@ -109,6 +109,19 @@ def dequant_int8_inputs(M, N, K_):
     return [a, b, scale, torch.empty(M, N, dtype=torch.bfloat16)], ref
 
 
+def dequant_int4_inputs(M, N, K_, g):
+    """Packed uint4 weights B[K, N // 2] (low nibble first) with per-group zero points and scales [K // g, N]:
+    C = A @ ((B - Zeros) * Scale)."""
+    a = torch.randn(M, K_, dtype=torch.bfloat16)
+    qb = torch.randint(0, 256, (K_, N // 2), dtype=torch.uint8)
+    scale = (torch.rand(K_ // g, N) * 0.02 + 0.005).to(torch.bfloat16)
+    zeros = torch.randint(6, 10, (K_ // g, N)).to(torch.bfloat16)
+    q = qb.to(torch.int16)
+    w = torch.stack([q & 15, q >> 4], dim=2).flatten(1, 2).float()
+    ref = a.float() @ ((w - zeros.float().repeat_interleave(g, 0)) * scale.float().repeat_interleave(g, 0))
+    return [a, qb, scale, zeros, torch.empty(M, N, dtype=torch.bfloat16)], ref
+
+
 CASES = [
     ("design GEMM 512x512x512 bf16", lambda: K.design_gemm(512, 512, 512),
      lambda: gemm_inputs(512, 512, 512, torch.bfloat16)),
@@ -143,6 +156,9 @@ CASES = [
      lambda: bfp_gemm_inputs(256, 256, 256, "Bfp4_b")),
     ("dequant GEMM 128x128x256, int8 weights, per-channel scales (TileLang example form)",
      lambda: D.dequant_gemm_int8(128, 128, 256), lambda: dequant_int8_inputs(128, 128, 256)),
+    ("dequant GEMM 128x128x256, packed uint4 weights, per-group zero points and scales [K // 128, N] "
+     "(TileLang example form)", lambda: D.dequant_gemm_int4_grouped(128, 128, 256, "uint", group_size=128),
+     lambda: dequant_int4_inputs(128, 128, 256, 128)),
 ]
 
 

@@ -280,17 +280,23 @@ def test_dequant_int4_unscaled(act, arch):
 
 
 @pytest.mark.parametrize("arch,g,source_format", [("wormhole_b0", 64, "uint_zp"), ("blackhole", 128, "int"),
-                                                  ("wormhole_b0", 128, "uint")])
+                                                  ("wormhole_b0", 128, "uint"), ("blackhole", 64, "uint")])
 def test_dequant_int4_per_group(act, arch, g, source_format):
+    # (unpack(B) - Zeros[g, n]) * Scale[g, n]: "uint" with zero points 6..9, the signed forms with zeros 0
     torch.manual_seed(8)
     qb = torch.randint(0, 256, (K, N // 2), dtype=torch.uint8)
     s = (torch.rand(K // g, N) * 0.02 + 0.001).to(torch.bfloat16)
+    z = torch.randint(6, 10, (K // g, N)) if source_format == "uint" else torch.zeros(K // g, N)
+    z = z.to(torch.bfloat16)
     kernel = tilelang.compile(D.dequant_gemm_int4_grouped(M, N, K, source_format, group_size=g),
                               target=f"tt -arch={arch}")
     c = torch.empty(M, N, dtype=torch.bfloat16)
-    kernel(act, qb, s, c)
-    w, s_full = ref_unpack_int4(qb, source_format, 1), s.repeat_interleave(g, 0)
-    check_model(c, act, bf16_away(w * trunc(s_full, 7)))
+    kernel(act, qb, s, z, c)
+    w = ref_unpack_int4(qb, source_format, 1) - z.float().repeat_interleave(g, 0)      # integers: exact
+    s_full = s.repeat_interleave(g, 0)
+    # the zero point is a row-broadcast subtract on the FPU (exact on integers); the scale then multiplies the
+    # result in DST on the SFPU (mul_binary_tile: fp32 product of two bf16, exact), rounded to bf16 when packed
+    check_model(c, act, bf16_away(w * s_full.float()))
     assert rel_fro(c, act.float() @ (w * s_full.float())) <= 2 ** -6
 
 
@@ -335,6 +341,14 @@ def test_packed_values_outside_int8_are_refused():
     f = _packed_kernel(lambda B_s, i, j: (B_s[i, j // 2] >> (j % 2).astype("uint8")).astype("bfloat16"))
     with pytest.raises(TTUnsupportedError, match=r"the unpacked values of B_shared|the unpacked values of B_s .*"
                                                  r"include \[128\.0.*exact for integers in \[-127, 127\] only"):
+        tilelang.compile(f, target="tt")
+
+
+def test_uint8_read_unpacked_is_refused():
+    f = _packed_kernel(lambda B_s, i, j: B_s[i, j % 32].astype("bfloat16"))     # not indexed as e // 2
+    with pytest.raises(TTUnsupportedError, match=r"dtype 'uint8' has no supported TT data format; uint8 tensors are "
+                                                 r"packed sub-byte weights.*function of the packed byte and its "
+                                                 r"position alone"):
         tilelang.compile(f, target="tt")
 
 

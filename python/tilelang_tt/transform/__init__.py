@@ -7,6 +7,7 @@ from .shard_to_core_map import TTShardToCoreMap
 from .super_block import SuperBlockTT
 from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
+from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["SDPAFusionTT", "SuperBlockTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT",
-           "TensorizeTT"]
+__all__ = ["UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT",
+           "MemorySpaceLowerTT", "TensorizeTT"]

@@ -36,7 +36,7 @@ from tvm.ir import Op, structural_equal
 
 from .. import attrs
 from ..errors import TTUnsupportedError
-from .common import TileOps, decode_region, describe, is_call_to, is_global, source_of, tile_op_call
+from .common import TileOps, decode_region, describe, is_call_to, is_global, prim_func_pass, source_of, tile_op_call
 
 FACTORS = (2, 4, 8)                  # values per byte: int4, int2, int1
 _INT_BITS = {"int8": 8, "uint8": 8}
@@ -384,3 +384,11 @@ def _rewrite(func, replace, widen, src):
         raise errors[0]
     bmap = {p: (widen[b.data][0] if b.data in widen else b) for p, b in func.buffer_map.items()}
     return tirx.PrimFunc(func.params, body, func.ret_type, bmap, func.attrs)
+
+
+def UnpackWeightsTT():
+    @prim_func_pass("tt.UnpackWeightsTT")
+    def run(func, mod, ctx):
+        return unpack_weights(func)
+
+    return run
