@@ -109,16 +109,23 @@ def unpack_int4(source_format, storage_dtype, val, pos, dtype):
     raise ValueError(source_format)
 
 
-def dequant_gemm_int4(M, N, K, source_format="uint", with_scaling=False, block_M=64, block_N=64, block_K=64,
-                      in_dtype="bfloat16", accum_dtype="float32", storage_dtype="uint8"):
-    """``C = A @ dequant(B)^T``: ``B[N, K // 2]`` packed along K, optional per-channel ``Scale[N]``."""
+def dequant_gemm_int4(M, N, K, source_format="uint", with_scaling=False, group_size=None, block_M=64, block_N=64,
+                      block_K=64, in_dtype="bfloat16", accum_dtype="float32", storage_dtype="uint8"):
+    """``C = A @ dequant(B)^T``: ``B[N, K // 2]`` packed along K; with scaling, per-channel ``Scale[N]`` or, with
+    ``group_size``, per-group ``Scale[N, K // group_size]`` (indexed as TileLang's mxfp4 examples do)."""
     num_elems_per_byte = 2
     if source_format == "int_reinterpret":
         storage_dtype = "uint8"
+    scale_shape = (N,) if group_size is None else (N, K // group_size)
+
+    def scale(Scale, n, k, j):
+        if group_size is None:
+            return Scale[n]
+        return Scale[n, k * block_K // group_size + j // group_size]
 
     @T.prim_func
     def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K // num_elems_per_byte), storage_dtype),
-             Scale: T.Tensor((N,), in_dtype), C: T.Tensor((M, N), in_dtype)):
+             Scale: T.Tensor(scale_shape, in_dtype), C: T.Tensor((M, N), in_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), in_dtype)
             B_shared = T.alloc_shared((block_N, block_K // num_elems_per_byte), storage_dtype)
@@ -134,7 +141,7 @@ def dequant_gemm_int4(M, N, K, source_format="uint", with_scaling=False, block_M
                     if with_scaling:
                         B_dequantize_shared[i, j] = unpack_int4(
                             source_format, storage_dtype, B_local[i, j // num_elems_per_byte],
-                            j % num_elems_per_byte, in_dtype) * Scale[bx * block_N + i]
+                            j % num_elems_per_byte, in_dtype) * scale(Scale, bx * block_N + i, k, j)
                     else:
                         B_dequantize_shared[i, j] = unpack_int4(
                             source_format, storage_dtype, B_local[i, j // num_elems_per_byte],

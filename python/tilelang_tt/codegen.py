@@ -186,6 +186,8 @@ def _buffers(ctx: _Context, program) -> list:
                     "io": io, "shard": shard})
         if "row_pad" in padding[buf.name]:
             out[-1]["row_pad"] = _plain(padding[buf.name]["row_pad"])
+        if "col_pad" in padding[buf.name]:
+            out[-1]["col_pad"] = _plain(padding[buf.name]["col_pad"])
         if buf.name in ctx.func.attrs.get(attrs.HOST_UNPACK, {}):   # packed weights: the host unpacks them
             out[-1]["host_unpack"] = _plain(ctx.func.attrs[attrs.HOST_UNPACK][buf.name])
     return out

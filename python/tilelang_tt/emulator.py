@@ -210,6 +210,17 @@ def _pad_rows(arr: np.ndarray, buf: dict) -> np.ndarray:
     return out
 
 
+def _pad_cols(arr: np.ndarray, buf: dict) -> np.ndarray:
+    """A broadcast-column tensor (``col_pad``, read-only): column g of ``[N, G]`` at column 32 g of ``[N, 32 G]``."""
+    pad = buf.get("col_pad")
+    if not pad:
+        return arr
+    grouped = arr.reshape(arr.shape[0], -1, 1)
+    out = np.zeros((grouped.shape[0], grouped.shape[1], pad["padded_cols"]), dtype=arr.dtype)
+    out[:, :, :1] = grouped
+    return out.reshape(arr.shape[0], -1)
+
+
 def _unpad_rows(view: np.ndarray, buf: dict) -> np.ndarray:
     """The inverse of :func:`_pad_rows` on the 2-D view: the tensor's rows of each matrix."""
     pad = buf.get("row_pad")
@@ -293,8 +304,8 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
             if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
                 to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
             elif buf["io"] in ("input", "inout"):
-                raw = pad_to(_pad_rows(_to_numpy(value, buf["format"]), buf).reshape(view), dims[buf["name"]][1],
-                             buf["format"])
+                raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"]), buf), buf).reshape(view),
+                             dims[buf["name"]][1], buf["format"])
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         if shapes:
             (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))

@@ -300,6 +300,25 @@ def test_dequant_int4_per_group(act, arch, g, source_format):
     assert rel_fro(c, act.float() @ (w * s_full.float())) <= 2 ** -6
 
 
+@pytest.mark.parametrize("arch,g,source_format", [("wormhole_b0", 64, "int"), ("blackhole", 128, "uint_zp")])
+def test_dequant_int4_per_group_transposed(act, arch, g, source_format):
+    # B[N, K // 2] with Scale[N, K // g] (TileLang's mxfp4 examples' indexing): a column broadcast, each scale
+    # column stored at column 0 of its own tiles (col_pad)
+    torch.manual_seed(10)
+    qb = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8)
+    s = (torch.rand(N, K // g) * 0.02 + 0.001).to(torch.bfloat16)
+    kernel = tilelang.compile(D.dequant_gemm_int4(M, N, K, source_format, True, group_size=g),
+                              target=f"tt -arch={arch}")
+    scale = {x["name"]: x for x in kernel.plan["buffers"]}["Scale"]
+    assert (scale["shape"], scale["view"], scale["col_pad"]) == ([N, K // g], [N, K // g * 32],
+                                                                 {"cols": 1, "padded_cols": 32})
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, qb, s, c)
+    w, s_full = ref_unpack_int4(qb, source_format, 1), s.repeat_interleave(g, 1)
+    check_model(c, act, bf16_away(w * trunc(s_full, 7)).T)
+    assert rel_fro(c, act.float() @ (w * s_full.float()).T) <= 2 ** -6
+
+
 def test_dequant_int4_package_roundtrip(act, tmp_path):
     # the exported package carries the host table: a loaded kernel unpacks the same way
     torch.manual_seed(9)
@@ -364,7 +383,7 @@ def T_u8(v):
     return T.uint8(v)
 
 
-@pytest.mark.parametrize("g,extra", [(16, "for groups below 32 rows expand the scales on the host"),
+@pytest.mark.parametrize("g,extra", [(16, "for groups below 32 expand the scales on the host"),
                                      (32, "use block_K <= group_size")])
 def test_per_group_scale_within_a_block_is_refused(g, extra):
     f = _int8_grouped_kernel(K // g, lambda k, i: (k * 64 + i) // g)
@@ -374,6 +393,12 @@ def test_per_group_scale_within_a_block_is_refused(g, extra):
     assert f"changes every {g} values of the T.Parallel's row variable i" in text
     assert "TT broadcasts one row per 32x32 tile" in text and extra in text
     assert re.search(r"test_dequant\.py:\d+", text)
+
+
+def test_per_group_column_scale_within_a_block_is_refused():
+    with pytest.raises(TTUnsupportedError, match=r"Scale\[.*\] changes every 32 values of the T.Parallel's column "
+                                                 r"variable j: a per-group column is broadcast over a whole block"):
+        tilelang.compile(D.dequant_gemm_int4(M, N, K, "uint", True, group_size=32), target="tt")
 
 
 def test_bad_format_annotation():
@@ -399,3 +424,28 @@ def test_perf_model_reports_block_float_dram_saving():
         assert saving["saved_bytes"] == tiles * (TILE_FORMATS["Float16_b"].tile_bytes - TILE_FORMATS[fmt].tile_bytes)
     # the DRAM reads of the whole kernel shrink by B's re-reads: Bfp4_b reads fewer bytes than Bfp8_b
     assert models["Bfp4_b"]["dram_read_bytes"] < models["Bfp8_b"]["dram_read_bytes"]
+
+
+def test_integer_zero_point_tensor_is_refused_with_the_float_form():
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K // 2), "uint8"), Z: T.Tensor((N,), "uint8"),
+          C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // 64, M // 64) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "bfloat16")
+            B_s = T.alloc_shared((64, 32), "uint8")
+            B_d = T.alloc_shared((64, 64), "bfloat16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.serial(K // 64):
+                T.copy(A[by * 64, k * 64], A_s)
+                T.copy(B[bx * 64, k * 32], B_s)
+                for i, j in T.Parallel(64, 64):
+                    B_d[i, j] = (((B_s[i, j // 2] >> (4 * (j % 2)).astype("uint8")) & T.uint8(15)) -
+                                 Z[bx * 64 + i]).astype("bfloat16")
+                T.gemm(A_s, B_d, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 64, bx * 64])
+    with pytest.raises(TTUnsupportedError, match=r"(?s)\(uint8\) meets .* in integer arithmetic.*cast the "
+                                                 r"unpacked value to the float dtype first"):
+        tilelang.compile(f, target="tt")

@@ -18,15 +18,22 @@ Out: every buffer is 2-D, and every access to it (``T.copy`` / ``T.reduce`` regi
        (a decode step: 4 query rows in a 64-row block), each matrix is padded to whole blocks (``row_pad``:
        ``[B, H, 4, D]`` -> ``(B*H*64, D)``), as ttnn pads every matrix of a tiled tensor; the runtime pads and
        unpads the host tensor.
+     * A 2-D tensor read only in 2-D ``T.Parallel`` nests as one row broadcast over the nest's rows (whole tiles
+       of them), at a row not provably a multiple of 32 (a per-group scale ``Scale[k * block_K // group, n]``;
+       the row index is simplified with the nest's ranges, so ``(k * block_K + i) // group`` qualifies when
+       block_K divides group), stores each row as row 0 of its own tiles (``row_pad`` rows 1 -> 32): TT
+       broadcasts a tile's first row. Columns likewise (``Scale[n, k * block_K // group]``: ``col_pad``, each
+       column at column 0 of its own tiles; the view is ``[N, G * 32]``).
 Attribute written: ``tt.padding`` = ``{tensor: {"logical": shape, "view": [rows, cols], "padded": [rows, cols]
-     rounded up to whole tiles, "row_pad"?: {outer, rows, padded_rows}}}``. Host tensors keep their row-major
+     rounded up to whole tiles, "row_pad"?: {outer, rows, padded_rows}, "col_pad"?: {cols, padded_cols}}}``. Host tensors keep their row-major
      logical shape; the runtime reshapes them
      to the view and tilizes into the padded grid. Readers zero-fill what lies outside the tensor; writers
      store only the logical elements.
 Errors (TTShapeError / TTUnsupportedError): a 1-D buffer used both as a row and as a column vector; a tensor
      no split of which makes every access a rectangle of its block's shape; a tile buffer extent above 32 that
      is not a multiple of 32 (such blocks straddle tiles: the fix names the nearest legal sizes); tile buffers
-     of rank 3 or more.
+     of rank 3 or more; a broadcast row / column that changes inside a block (``(k * block_K + i) // group``
+     with group < block_K or < 32).
 """
 
 from __future__ import annotations
@@ -69,10 +76,11 @@ def _uses(expr, var) -> bool:
 
 
 def _group_rows(index, var):
-    """g when ``index`` is ``(... var ...) // g`` (a per-group row), else None."""
-    if isinstance(index, tirx.FloorDiv) and isinstance(index.b, tirx.IntImm) and _uses(index.a, var):
-        return int(index.b.value)
-    return None
+    """g when ``index`` divides an expression of ``var`` by a constant g (a per-group row / column), else None."""
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: found.append(int(n.b.value)) if isinstance(
+        n, tirx.FloorDiv) and isinstance(n.b, tirx.IntImm) and _uses(n.a, var) else None)
+    return found[0] if found else None
 
 
 class _Orientation:
@@ -131,8 +139,10 @@ class _Views:
         self.row_pads: dict = {}       # tensor name -> {outer, rows, padded_rows} (see _row_group)
         self.tile_buffers: list = []
         self.new: dict = {}            # data var -> (new 2-D buffer, split p)
-        self.bcast_rows: dict = {}     # tensor data var -> True while every access reads one broadcast row
-        self.spread: dict = {}         # tensor data var -> True: [G, N] stored as [G, 1 -> 32, N] (row g at 32 g)
+        self.bcast: dict = {}          # tensor data var -> (every access reads one broadcast row, ... column)
+        self.spread: dict = {}         # tensor data var -> 0: [G, N] stored as [G, 1 -> 32, N] (row g at 32 g);
+        #                                1: [N, G] as [N, G, 1 -> 32] (column g at 32 g)
+        self.col_pads: dict = {}       # tensor name -> {cols, padded_cols}
         from tvm import arith
 
         self.ana = arith.Analyzer()    # knows every T.Parallel variable's range (they are distinct Vars)
@@ -190,36 +200,40 @@ class _Views:
                 self.orient.union(vectors[0], b)
         for a in accesses:
             if is_global(a.buffer) and len(a.indices) == 2:
-                self.bcast_rows[a.buffer.data] = self.bcast_rows.get(a.buffer.data, True) and self._bcast_row(
-                    a, vars_)
+                seen = self.bcast.get(a.buffer.data, (True, True))
+                self.bcast[a.buffer.data] = tuple(seen[k] and self._bcast(a, vars_, k) for k in (0, 1))
             if is_global(a.buffer) and len(a.indices) >= 3:
                 ext = tuple(next((e for v, e in zip(vars_, extents) if _uses(ix, v)), 1) for ix in a.indices)
                 rows = extents[0] if len(vars_) == 2 else 1
                 cols = extents[-1]
                 self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
 
-    def _bcast_row(self, access, vars_) -> bool:
-        """A read of one row of a 2-D tensor broadcast over the rows of a 2-D T.Parallel (a per-group scale
-        ``Scale[k * block_K // group, n]``) at a row not provably a multiple of 32."""
-        row, col = access.indices
-        row = self.ana.simplify(row)    # (k * block_K + i) // group -> k * block_K // group when group % block_K == 0
-        rows = self.ana.simplify(self._extent[vars_[0]]) if len(vars_) == 2 else None
-        if not (isinstance(access, tirx.BufferLoad) and len(vars_) == 2 and _uses(col, vars_[1])
-                and not _uses(col, vars_[0]) and isinstance(rows, tirx.IntImm) and int(rows) % TILE == 0):
-            return False     # only rows broadcast over whole tiles (a 1-row block keeps its row where it is)
-        if _uses(row, vars_[0]) and _group_rows(access.indices[0], vars_[0]) is not None:
-            g = _group_rows(access.indices[0], vars_[0])
+    def _bcast(self, access, vars_, axis: int) -> bool:
+        """A read of one row (``axis`` 0) or column (1) of a 2-D tensor broadcast over the rows (columns) of a 2-D
+        T.Parallel, at a row (column) not provably a multiple of 32: a per-group scale ``Scale[k * block_K //
+        group, n]`` (``Scale[n, k * block_K // group]`` for transposed weights)."""
+        fixed, moving = access.indices[axis], access.indices[1 - axis]
+        what = ("row", "column")[axis]
+        fixed = self.ana.simplify(fixed)   # (k * block_K + i) // group -> k * block_K // group when block_K | group
+        if not (isinstance(access, tirx.BufferLoad) and len(vars_) == 2):
+            return False
+        span = self.ana.simplify(self._extent[vars_[axis]])
+        if not (_uses(moving, vars_[1 - axis]) and not _uses(moving, vars_[axis]) and isinstance(span, tirx.IntImm)
+                and int(span) % TILE == 0):
+            return False     # only broadcasts over whole tiles (a 1-row block keeps its row where it is)
+        g = _group_rows(access.indices[axis], vars_[axis])
+        if _uses(fixed, vars_[axis]) and g is not None:
             raise TTUnsupportedError(
-                f"{access.buffer.name}[{access.indices[0]}, ...] changes every {g} values of the T.Parallel's row "
-                f"variable {vars_[0].name}: a per-group "
-                f"row is broadcast over a whole block, and TT broadcasts one row per 32x32 tile (groups of {g} rows "
-                "within one block would need a different row per tile" + (" and within one tile)" if g < TILE else ")"),
+                f"{access.buffer.name}{list(access.indices)} changes every {g} values of the T.Parallel's {what} "
+                f"variable {vars_[axis].name}: a per-group {what} is broadcast over a whole block, and TT "
+                f"broadcasts one {what} per 32x32 tile (groups of {g} within one block would need a different "
+                f"{what} per tile" + (" and within one tile)" if g < TILE else ")"),
                 construct=describe(access), source=self.src,
                 fix=f"use block_K <= group_size with group_size a multiple of block_K and of {TILE}" +
-                    (f"; for groups below {TILE} rows expand the scales on the host to one row per weight row and "
-                     "multiply element-wise (Scale_full[k * block_K + i, n])" if g < TILE else ""))
-        return (not _uses(row, vars_[0]) and not _uses(row, vars_[1])
-                and not self.ana.can_prove(tirx.floormod(row, TILE) == 0))
+                    (f"; for groups below {TILE} expand the scales on the host to one per weight and multiply "
+                     "element-wise" if g < TILE else ""))
+        return (not _uses(fixed, vars_[0]) and not _uses(fixed, vars_[1])
+                and not self.ana.can_prove(tirx.floormod(fixed, TILE) == 0))
 
     def _tile_op(self, stmt, c):
         if c.op.same_as(TileOps.reduce):
@@ -238,7 +252,7 @@ class _Views:
             if len(src.buffer.shape) == 1 and len(dst.buffer.shape) == 1:
                 self.orient.union(src.buffer, dst.buffer)
             for r in (src, dst):
-                self.bcast_rows[r.buffer.data] = False
+                self.bcast[r.buffer.data] = (False, False)
 
     def _shape2d(self, buf):
         shape = _dims(buf)
@@ -281,8 +295,9 @@ class _Views:
             if p in self.func.buffer_map:
                 buf = self.func.buffer_map[p]
                 rank = len(buf.shape)
-                if rank == 2 and self.bcast_rows.get(buf.data) and isinstance(_dims(buf)[0], int):
-                    self._declare(buf, 2, (_dims(buf)[0], 1, _dims(buf)[1]))   # each row its own tile row 0
+                axis = next((k for k, b in enumerate(self.bcast.get(buf.data, ())) if b), None)
+                if rank == 2 and axis is not None and all(isinstance(d, int) for d in _dims(buf)):
+                    self._spread(buf, axis)
                     continue
                 if rank == 2:
                     continue
@@ -296,10 +311,20 @@ class _Views:
             if len(shape) == 1:
                 self._declare(buf, 1 if self.orient.of(buf) == COL else 0)
 
+    def _spread(self, buf, axis: int):
+        """Each row (``axis`` 0) or column (1) of a broadcast 2-D tensor at row / column 0 of its own tiles."""
+        rows, cols = _dims(buf)
+        self.spread[buf.data] = axis
+        if axis == 0:
+            self._declare(buf, 2, (rows, 1, cols))
+        else:
+            new = tirx.decl_buffer((rows, cols * TILE), buf.dtype, buf.name, data=buf.data, scope=str(buf.scope()))
+            self.new[buf.data] = (new, 1, (rows, cols, TILE))
+            self.col_pads[buf.name] = {"cols": 1, "padded_cols": TILE}
+
     def _declare(self, buf, p, shape=None):
         """``shape``: the tensor seen with more dimensions (a broadcast-row tensor ``[G, N]`` as ``[G, 1, N]``)."""
         if shape is not None:
-            self.spread[buf.data] = True
             folded = (shape[0], TILE, shape[2])
         else:
             shape = _dims(buf)
@@ -337,8 +362,10 @@ class _Views:
             return out
 
         idx = list(indices)
-        if buf_data in self.spread:
-            idx = [self.ana.simplify(idx[0]), tirx.IntImm("int32", 0), idx[1]]
+        if buf_data in self.spread:     # the fixed index, simplified as _bcast checked it; 0 inside its tile
+            axis = self.spread[buf_data]
+            idx[axis] = self.ana.simplify(idx[axis])
+            idx.insert(2 if axis else 1, tirx.IntImm("int32", 0))
         idx = [tirx.IntImm("int32", 0)] * (len(shape) - len(idx)) + idx
         return new, [fold(idx[:p], shape[:p]), fold(idx[p:], shape[p:])]
 
@@ -395,6 +422,8 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
         padding[buf.name] = {"logical": logical[buf.name], "view": list(view), "padded": list(_padded(view))}
         if buf.name in views.row_pads:
             padding[buf.name]["row_pad"] = views.row_pads[buf.name]
+        if buf.name in views.col_pads:
+            padding[buf.name]["col_pad"] = views.col_pads[buf.name]
 
     allocs = []
     tirx.stmt_functor.post_order_visit(func.body, lambda n: allocs.extend(n.alloc_buffers)

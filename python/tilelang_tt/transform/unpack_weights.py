@@ -122,6 +122,13 @@ class _Finder:
             return ("pos", positions) if positions else "const"
         for child, kind in zip(kids, kinds):
             if isinstance(kind, _Packed):
+                if not _is_float(child.dtype):
+                    raise TTUnsupportedError(
+                        f"the unpacked weight {describe(child)} ({child.dtype}) meets {describe(e)} in integer "
+                        "arithmetic: the weights are unpacked on the host and the device computes in float",
+                        construct=describe(e), source=self.src,
+                        fix="cast the unpacked value to the float dtype first and subtract / scale after it, "
+                            "e.g. ((B_shared[i, j // 2] >> (4 * (j % 2))) & 15).astype('bfloat16') - Zeros[...]")
                 self.sites.append((child, kind))
         return None
 
@@ -129,6 +136,10 @@ class _Finder:
         kind = self.classify(value)
         if isinstance(kind, _Packed):
             self.sites.append((value, kind))
+
+
+def _is_float(dtype) -> bool:
+    return str(dtype).startswith(("float", "bfloat"))
 
 
 # ---- evaluation with TIR semantics -------------------------------------------------------------------------
