@@ -335,10 +335,12 @@ def test_dequant_int4_package_roundtrip(act, tmp_path):
 
 
 def _packed_kernel(unpack):
+    """Packed uint8 B[N, K // 2] unpacked by ``unpack(B_s, i, j, z)``, ``z`` the element of a uint8 Z[N] for row i."""
     import tilelang.language as T
 
     @T.prim_func
-    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K // 2), "uint8"), C: T.Tensor((M, N), "bfloat16")):
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K // 2), "uint8"), Z: T.Tensor((N,), "uint8"),
+          C: T.Tensor((M, N), "bfloat16")):
         with T.Kernel(N // 64, M // 64) as (bx, by):
             A_s = T.alloc_shared((64, 64), "bfloat16")
             B_s = T.alloc_shared((64, 32), "uint8")
@@ -349,7 +351,7 @@ def _packed_kernel(unpack):
                 T.copy(A[by * 64, k * 64], A_s)
                 T.copy(B[bx * 64, k * 32], B_s)
                 for i, j in T.Parallel(64, 64):
-                    B_d[i, j] = unpack(B_s, i, j)
+                    B_d[i, j] = unpack(B_s, i, j, Z[bx * 64 + i])
                 T.gemm(A_s, B_d, C_l, transpose_B=True)
             T.copy(C_l, C[by * 64, bx * 64])
     return f
@@ -357,14 +359,14 @@ def _packed_kernel(unpack):
 
 def test_packed_values_outside_int8_are_refused():
     # a "packed" byte taken whole (values up to 255) is not an int8 weight: the error names the values
-    f = _packed_kernel(lambda B_s, i, j: (B_s[i, j // 2] >> (j % 2).astype("uint8")).astype("bfloat16"))
+    f = _packed_kernel(lambda B_s, i, j, z: (B_s[i, j // 2] >> (j % 2).astype("uint8")).astype("bfloat16"))
     with pytest.raises(TTUnsupportedError, match=r"the unpacked values of B_shared|the unpacked values of B_s .*"
                                                  r"include \[128\.0.*exact for integers in \[-127, 127\] only"):
         tilelang.compile(f, target="tt")
 
 
 def test_uint8_read_unpacked_is_refused():
-    f = _packed_kernel(lambda B_s, i, j: B_s[i, j % 32].astype("bfloat16"))     # not indexed as e // 2
+    f = _packed_kernel(lambda B_s, i, j, z: B_s[i, j % 32].astype("bfloat16"))     # not indexed as e // 2
     with pytest.raises(TTUnsupportedError, match=r"dtype 'uint8' has no supported TT data format; uint8 tensors are "
                                                  r"packed sub-byte weights.*function of the packed byte and its "
                                                  r"position alone"):
@@ -372,7 +374,7 @@ def test_uint8_read_unpacked_is_refused():
 
 
 def test_packed_byte_read_whole_is_refused():
-    f = _packed_kernel(lambda B_s, i, j: ((B_s[i, j // 2] >> (4 * (j % 2)).astype("uint8")) & T_u8(15)).astype(
+    f = _packed_kernel(lambda B_s, i, j, z: ((B_s[i, j // 2] >> (4 * (j % 2)).astype("uint8")) & T_u8(15)).astype(
         "bfloat16") + B_s[i, 0].astype("bfloat16"))
     with pytest.raises(TTUnsupportedError, match=r"the packed buffer B_s is read other than by an unpack expression"):
         tilelang.compile(f, target="tt")
@@ -427,25 +429,8 @@ def test_perf_model_reports_block_float_dram_saving():
 
 
 def test_integer_zero_point_tensor_is_refused_with_the_float_form():
-    import tilelang.language as T
-
-    @T.prim_func
-    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K // 2), "uint8"), Z: T.Tensor((N,), "uint8"),
-          C: T.Tensor((M, N), "bfloat16")):
-        with T.Kernel(N // 64, M // 64) as (bx, by):
-            A_s = T.alloc_shared((64, 64), "bfloat16")
-            B_s = T.alloc_shared((64, 32), "uint8")
-            B_d = T.alloc_shared((64, 64), "bfloat16")
-            C_l = T.alloc_fragment((64, 64), "float32")
-            T.clear(C_l)
-            for k in T.serial(K // 64):
-                T.copy(A[by * 64, k * 64], A_s)
-                T.copy(B[bx * 64, k * 32], B_s)
-                for i, j in T.Parallel(64, 64):
-                    B_d[i, j] = (((B_s[i, j // 2] >> (4 * (j % 2)).astype("uint8")) & T.uint8(15)) -
-                                 Z[bx * 64 + i]).astype("bfloat16")
-                T.gemm(A_s, B_d, C_l, transpose_B=True)
-            T.copy(C_l, C[by * 64, bx * 64])
+    f = _packed_kernel(lambda B_s, i, j, z: (((B_s[i, j // 2] >> (4 * (j % 2)).astype("uint8")) & T_u8(15)) - z)
+                       .astype("bfloat16"))
     with pytest.raises(TTUnsupportedError, match=r"(?s)\(uint8\) meets .* in integer arithmetic.*cast the "
                                                  r"unpacked value to the float dtype first"):
         tilelang.compile(f, target="tt")
