@@ -319,6 +319,63 @@ def test_dequant_int4_per_group_transposed(act, arch, g, source_format):
     assert rel_fro(c, act.float() @ (w * s_full.float()).T) <= 2 ** -6
 
 
+def test_dequant_int4_read_from_the_tensor_in_the_parallel(act):
+    # no shared copy: B[bx * 64 + i, (k * 64 + j) // 2] >> (4 * (j % 2)) in the T.Parallel; the position j % 2 is
+    # the element k * 64 + j's (k * 64 is even), and the reader stages the int8 block in its Bfp8_b format
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K // 2), "uint8"), C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // 64, M // 64) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "bfloat16")
+            B_d = T.alloc_shared((64, 64), "bfloat16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.serial(K // 64):
+                T.copy(A[by * 64, k * 64], A_s)
+                for i, j in T.Parallel(64, 64):
+                    B_d[i, j] = ((B[bx * 64 + i, (k * 64 + j) // 2] >> (4 * (j % 2)).astype("uint8")) &
+                                 T.uint8(15)).astype("bfloat16")
+                T.gemm(A_s, B_d, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 64, bx * 64])
+    torch.manual_seed(11)
+    qb = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8)
+    kernel = tilelang.compile(f, target="tt")
+    assert {x["name"]: x for x in kernel.plan["cbs"]}["B_tile"]["format"] == "Bfp8_b"
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, qb, c)
+    check_model(c, act, ref_unpack_int4(qb, "uint", 1).T)
+
+
+def test_dequant_int4_packed_along_k(act):
+    # B[K // 2, N] int8, two K rows per byte, sign-extended by a left shift and an arithmetic right shift in int8
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K // 2, N), "int8"), C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // 64, M // 64) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "bfloat16")
+            B_s = T.alloc_shared((32, 64), "int8")
+            B_d = T.alloc_shared((64, 64), "bfloat16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.serial(K // 64):
+                T.copy(A[by * 64, k * 64], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                for i, j in T.Parallel(64, 64):
+                    B_d[i, j] = ((B_s[i // 2, j] << (4 - 4 * (i % 2)).astype("int8")) >> T.int8(4)).astype("bfloat16")
+                T.gemm(A_s, B_d, C_l)
+            T.copy(C_l, C[by * 64, bx * 64])
+    torch.manual_seed(12)
+    qb = torch.randint(-128, 128, (K // 2, N), dtype=torch.int8)
+    kernel = tilelang.compile(f, target="tt")
+    unpack = {x["name"]: x for x in kernel.plan["buffers"]}["B"]["host_unpack"]
+    assert (unpack["axis"], unpack["shape"]) == (0, [K // 2, N])
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(act, qb, c)
+    check_model(c, act, ref_unpack_int4(qb, "int", 0))
+
+
 def test_dequant_int4_package_roundtrip(act, tmp_path):
     # the exported package carries the host table: a loaded kernel unpacks the same way
     torch.manual_seed(9)

@@ -231,6 +231,7 @@ class ParallelLower:
             else:
                 info.producer.add("reader")
                 info.consumer.add("compute")
+                self.tensor_cb_format(buf, tile.name, "input", win, what)   # int8 / block-float tensors: their format
                 before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args, note=note))
             staged[key] = tile
             return tile

@@ -11,11 +11,13 @@ weights on the host. The device kernel keeps everything else (zero point against
 
 In:  a PrimFunc straight from the frontend (before SDPAFusionTT).
 Out: every 8-bit integer tensor parameter ``W`` read as packed, i.e. through (a chain of ``T.copy`` into tile
-     buffers and then) loads ``X[..., e // P, ...]`` (``P`` = 2, 4 or 8 values per byte) inside expressions that
-     depend on nothing but that load, constants and ``e % P`` (the *unpack expression* ``U``: shifts, masks,
-     sign extension, casts, a constant zero point), is replaced by an int8 tensor of the unpacked shape (that
-     axis ``P`` times longer), stored as Bfp8_b like every int8 weight (exact for [-127, 127]). Every buffer of
-     the copy chain is widened the same way (copy windows scaled by ``P`` along the axis), every ``U`` becomes
+     buffers, or directly) loads ``X[..., e // P, ...]`` (``P`` = 2, 4 or 8 values per byte) inside expressions
+     that depend on nothing but that load, constants and ``e' % P`` with ``e' = e`` modulo ``P`` (the *unpack
+     expression* ``U``: shifts, masks, sign extension, ``reinterpret``, casts, a constant zero point), is
+     replaced by an int8 tensor of the unpacked shape (that axis ``P`` times longer), stored as Bfp8_b like every
+     int8 weight (exact for [-127, 127]). Every buffer of the copy chain is widened the same way (copy windows
+     scaled by ``P`` along the axis); a tile buffer that is a whole ``T.copy`` of another one of the chain
+     (``T.copy(B_shared, B_local)``) is dropped and read as its source; every ``U`` becomes
      ``Cast(U.dtype, X'[..., e, ...])``.
 Attribute written: ``tt.host_unpack`` = ``{tensor: {"shape": packed shape, "dtype": packed dtype, "axis": a,
      "factor": P, "table": [[U(p, byte) for byte in 0..255] for p in 0..P-1], "expr": U as TVMScript}}``;
@@ -25,7 +27,8 @@ Attribute written: ``tt.host_unpack`` = ``{tensor: {"shape": packed shape, "dtyp
      shifts of signed values), so a card's host program needs only the table.
 Errors (TTUnsupportedError): a packed tensor whose unpacked values are not integers in [-127, 127] (the table's
      values are named); two different packed loads in one expression; a packed buffer used other than by
-     ``T.copy`` into a tile buffer and the unpack expression; a symbolic packed axis; wider storage than 8 bits.
+     ``T.copy`` into a tile buffer and the unpack expression; the unpacked weight in integer arithmetic with a
+     tensor (zero points must follow the cast to float); a packed tensor of symbolic shape.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class _Packed:
     def __init__(self, load: tirx.BufferLoad, axis: int, factor: int):
         self.load, self.axis, self.factor = load, axis, factor
         self.element = load.indices[axis].a       # the e of e // P
+        self.positions: list = []                 # the e' % P nodes of the unpack with e' = e modulo P
 
 
 def _packed_axis(load: tirx.BufferLoad):
@@ -115,7 +119,8 @@ class _Finder:
                 if not structural_equal(other.load, site.load):
                     raise TTUnsupportedError(f"two packed loads {describe(site.load)} and {describe(other.load)} in "
                                              "one expression", construct=describe(e), source=self.src, fix=_FIX)
-            if all(int(m.b.value) == site.factor and structural_equal(m.a, site.element) for m in positions):
+            if all(_same_position(m, site) for m in positions):
+                site.positions.extend(positions)
                 return site
             ok = False      # the position of another element: not a function of this byte alone
         if ok:
@@ -136,6 +141,15 @@ class _Finder:
         kind = self.classify(value)
         if isinstance(kind, _Packed):
             self.sites.append((value, kind))
+
+
+def _same_position(mod, site: _Packed) -> bool:
+    """``mod`` (``e' % P``) is the position of the packed element ``e`` in its byte: ``(k * 64 + j) % 2`` and
+    ``j % 2`` both are for the element ``k * 64 + j``."""
+    from tvm import arith
+
+    return int(mod.b.value) == site.factor and arith.Analyzer().can_prove(
+        tirx.floormod(mod.a - site.element, site.factor) == 0)
 
 
 def _is_float(dtype) -> bool:
@@ -170,7 +184,7 @@ def evaluate(e, site: _Packed, byte, pos):
         if isinstance(n, tirx.BufferLoad):
             return _wrap(byte, n.dtype)
         kind = type(n).__name__
-        if kind == "FloorMod" and structural_equal(n.a, site.element) and int(n.b.value) == site.factor:
+        if kind == "FloorMod" and any(n.same_as(m) for m in site.positions):
             return _wrap(pos, n.dtype)
         if kind == "Cast":
             v = ev(n.value)
@@ -315,9 +329,10 @@ def unpack_weights(func: tirx.PrimFunc) -> tirx.PrimFunc:
             if data in alias:
                 continue
             ext = b.shape[back]
-            if not isinstance(ext, tirx.IntImm):
-                raise TTUnsupportedError(f"{b.name} has a symbolic packed axis ({ext})", construct=f"tensor {b.name}",
-                                         source=src, fix="give the packed axis of packed weights a static extent")
+            if not all(isinstance(d, tirx.IntImm) for d in b.shape):
+                raise TTUnsupportedError(f"{b.name} holds packed weights of symbolic shape {list(b.shape)}",
+                                         construct=f"tensor {b.name}", source=src,
+                                         fix="give packed weight tensors static shapes (the host unpacks them)")
             shape = list(b.shape)
             shape[back] = tirx.IntImm("int32", int(ext) * factor)
             new = tirx.decl_buffer(shape, "int8", b.name, scope=str(b.scope()))
