@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -443,6 +444,8 @@ def block_float_saving(plan: dict) -> dict:
             continue
         rows.append({"tensor": b["name"], "format": f.name, "bytes": b["num_pages"] * f.tile_bytes,
                      "bytes_as_bf16": b["num_pages"] * bf16, "ratio": f.tile_bytes / bf16})
+        if "host_unpack" in b:   # packed int4 the host unpacks: DRAM holds the unpacked Bfp8_b tiles, not these
+            rows[-1]["packed_host_bytes"] = math.prod(b["host_unpack"]["shape"])
     total = sum(r["bytes"] for r in rows)
     as_bf16 = sum(r["bytes_as_bf16"] for r in rows)
     return {"tensors": rows, "bytes": total, "bytes_as_bf16": as_bf16, "saved_bytes": as_bf16 - total}

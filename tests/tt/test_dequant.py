@@ -250,6 +250,10 @@ def test_dequant_int4_table(source_format, storage):
     every = ref_unpack_int4(torch.arange(256, dtype=torch.int16).to(torch.uint8)[None, :], source_format, 1)[0]
     assert torch.equal(torch.tensor(unpack["table"], dtype=torch.float32).T.flatten(), every)
     assert b["bytes"] == (N // 32) * (K // 32) * 1088        # DRAM holds Bfp8_b tiles of the unpacked weights
+    from tilelang_tt import perf_model
+    stored = perf_model.model_for_artifact(kernel.artifact_dir, kernel.plan)["block_float_dram"]["tensors"]
+    assert {"tensor": "B", "format": "Bfp8_b", "bytes": b["bytes"], "packed_host_bytes": N * K // 2}.items() <= \
+        stored[0].items()
 
 
 @pytest.mark.parametrize("source_format,storage", FORMS)
