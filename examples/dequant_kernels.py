@@ -17,6 +17,8 @@ read into a shared tile, dequantized in a ``T.Parallel`` into a bf16 tile, then 
   arithmetic shift, through a fragment copy) and "uint_zp" (unsigned minus a zero point of 8 after the cast,
   ``_tir_packed_to_signed_convert``). The unpack is a function of the packed byte alone, so UnpackWeightsTT moves
   it to the host (int8 tiles stored as Bfp8_b); scales stay on the device.
+* ``dequant_gemm_tilelang_readme``: TileLang's README dequantize GEMM verbatim in form (int8 storage, the unpack
+  into a fragment, the dequantized weights as the left operand of ``T.gemm``, ``Ct = B_deq @ A^T``).
 """
 
 import tilelang.language as T
@@ -180,5 +182,47 @@ def dequant_gemm_int4_grouped(M, N, K, source_format="uint", group_size=128, blo
                         Scale[k * block_K // group_size, bx * block_N + j]
                 T.gemm(A_shared, B_dequantize_shared, C_local)
             T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def dequant_gemm_tilelang_readme(M, N, K, block_M=64, block_N=64, block_K=64, in_dtype="bfloat16",
+                                 out_dtype="bfloat16", accum_dtype="float32", num_bits=4, num_stages=2):
+    """TileLang's README dequantize GEMM as written there: int8 storage, ``_tir_packed_to_unsigned_convert("int",
+    8)`` into a *fragment*, the dequantized weights as the left operand, ``Ct[N, M] = B_deq @ A^T``."""
+    num_elems_per_byte = 8 // num_bits
+    storage_dtype = "int8"
+
+    def _tir_packed_to_unsigned_convert(storage_type="uint", storage_nbit=8):   # tilelang.quantize's
+        from tilelang import tvm  # noqa: F401
+        from tvm import tirx as tir
+
+        storage = storage_type + str(storage_nbit)
+
+        def f_convert(nbit, val, pos, dtype):
+            mask = tir.const((1 << nbit) - 1, storage)
+            return ((val >> (pos * nbit).astype(storage)) & mask).astype(dtype)
+
+        return f_convert
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K // num_elems_per_byte), storage_dtype),
+             Ct: T.Tensor((N, M), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_N, block_K // num_elems_per_byte), storage_dtype)
+            B_local = T.alloc_fragment((block_N, block_K // num_elems_per_byte), storage_dtype)
+            B_dequantize_local = T.alloc_fragment((block_N, block_K), in_dtype)
+            Ct_local = T.alloc_fragment((block_N, block_M), accum_dtype)
+            T.clear(Ct_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[bx * block_N, k * block_K // num_elems_per_byte], B_shared)
+                T.copy(B_shared, B_local)
+                for i, j in T.Parallel(block_N, block_K):
+                    B_dequantize_local[i, j] = _tir_packed_to_unsigned_convert("int", 8)(
+                        num_bits, B_local[i, j // 2], j % 2, dtype=in_dtype)
+                T.gemm(B_dequantize_local, A_shared, Ct_local, transpose_B=True)
+            T.copy(Ct_local, Ct[bx * block_N, by * block_M])
 
     return main

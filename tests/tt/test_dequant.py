@@ -380,6 +380,33 @@ def test_dequant_int4_packed_along_k(act):
     check_model(c, act, ref_unpack_int4(qb, "int", 0))
 
 
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_dequant_int4_tilelang_readme_form(arch):
+    # TileLang's README kernel: int8 storage, _tir_packed_to_unsigned_convert("int", 8) into a fragment, the
+    # dequantized weights as in0 (SrcB: 0..15 keep all their bits), Ct[N, M] = B_deq @ A^T
+    torch.manual_seed(13)
+    a = torch.randn(M, K, dtype=torch.bfloat16)
+    qb = torch.randint(-128, 128, (N, K // 2), dtype=torch.int8)
+    kernel = tilelang.compile(D.dequant_gemm_tilelang_readme(M, N, K), target=f"tt -arch={arch}")
+    ct = torch.empty(N, M, dtype=torch.bfloat16)
+    kernel(a, qb, ct)
+    check_model(ct, ref_unpack_int4(qb, "uint", 1), a.T)
+
+
+def test_dequant_int4_tilelang_readme_form_fp16():
+    # fp16 activations (TileLang's default dtype): Float16 CBs, HiFi4; weights and activations exact in the
+    # sources, fp32 accumulation, fp16 output rounding (2^-11 relative): Frobenius error below 2^-10
+    torch.manual_seed(14)
+    a = torch.randn(M, K, dtype=torch.float16)
+    qb = torch.randint(-128, 128, (N, K // 2), dtype=torch.int8)
+    kernel = tilelang.compile(D.dequant_gemm_tilelang_readme(M, N, K, in_dtype="float16", out_dtype="float16"),
+                              target="tt")
+    assert kernel.plan["math_fidelity"] == "HiFi4"
+    ct = torch.empty(N, M, dtype=torch.float16)
+    kernel(a, qb, ct)
+    assert rel_fro(ct, ref_unpack_int4(qb, "uint", 1) @ a.float().T) <= 2 ** -10
+
+
 def test_dequant_int4_package_roundtrip(act, tmp_path):
     # the exported package carries the host table: a loaded kernel unpacks the same way
     torch.manual_seed(9)
