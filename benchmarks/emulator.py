@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/emulator.py [--skip-large]
 Prints, for each case: compile+first-run time, warm run time (kernel and host caches hot), matmul_tiles/s
 and tile ops/s. Targets (issue 3): bf16 GEMM 512^3 warm <= 2 s; 2048^3 <= 60 s; protocol-only 4096^3
-counters <= 30 s. For scale: tt-lang-sim takes about 5 s for a 512^3 single-core matmul on this machine.
+counters <= 30 s. Against tt-lang-sim (Tenstorrent's Python simulator): benchmarks/emulator_vs_ttlang.py.
 """
 
 import argparse

@@ -30,7 +30,7 @@ from examples import kernels as K
 from tilelang_tt import emulator
 
 CB_A, CB_B, CB_C = 0, 1, 16
-OP_COPY, OP_MUL, OP_ADD, OP_MATMUL, OP_SFPU_ADD = 0, 1, 2, 3, 4
+OP_COPY, OP_MUL, OP_ADD, OP_MATMUL, OP_SFPU_ADD, OP_MATMUL_BOTH = 0, 1, 2, 3, 4, 5
 PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 
 HOST = r"""
@@ -189,7 +189,7 @@ COMPUTE = f"""
 void kernel_main() {{
     const uint32_t op = get_arg_val<uint32_t>(0);
     constexpr uint32_t cb_a = {CB_A}, cb_b = {CB_B}, cb_c = {CB_C};
-    if (op == {OP_MATMUL}) {{
+    if (op == {OP_MATMUL} || op == {OP_MATMUL_BOTH}) {{
         compute_kernel_hw_startup<SrcOrder::Reverse>(cb_a, cb_b, cb_c);   // in0 -> SrcB, in1 -> SrcA
     }} else {{
         compute_kernel_hw_startup(cb_a, cb_b, cb_c);
@@ -216,6 +216,13 @@ void kernel_main() {{
         case {OP_MATMUL}:
             matmul_init(cb_a, cb_b);
             tile_regs_acquire();
+            matmul_tiles(cb_a, cb_b, 0, 0, 0);
+            break;
+        case {OP_MATMUL_BOTH}:   // the same two L1 tiles multiplied as they are, then with in1 transposed
+            matmul_init(cb_a, cb_b);
+            tile_regs_acquire();
+            matmul_tiles(cb_a, cb_b, 0, 0, 0);
+            matmul_init(cb_a, cb_b, 1);
             matmul_tiles(cb_a, cb_b, 0, 0, 0);
             break;
         default:  // exact fp32 elementwise: both operands copied to DST, added on the SFPU
@@ -417,6 +424,18 @@ def test_matmul_runs_the_fidelity_phases(artifact, monkeypatch, fidelity):
     hifi4 = phase_product(tf32(b)[None, :, :], tf32(a)[:, :, None], "HiFi4").sum(axis=1)
     if fidelity != "HiFi4":                              # the check can tell the fidelities apart
         assert (np.abs(hifi4 - want) > tol).any()
+
+
+def test_matmul_prepares_an_unchanged_tile_again_for_a_transposed_init(artifact, monkeypatch):
+    # tt-sim caches matmul operands by their L1 bytes (matmul.cpp); the same bytes with in1 transposed are
+    # another operand: C = A @ B + A @ B^T, not 2 A @ B
+    a, b = random_tiles(11)
+    got = run(artifact, monkeypatch, OP_MATMUL_BOTH, a, b)
+    terms = [phase_product(tf32(m)[None, :, :], tf32(a)[:, :, None], "HiFi4") for m in (b, b.T)]   # [i, k, j]
+    want = terms[0].sum(axis=1) + terms[1].sum(axis=1)
+    tol = 64 * 2.0**-24 * (np.abs(terms[0]).sum(axis=1) + np.abs(terms[1]).sum(axis=1))
+    assert (np.abs(got - want) <= tol).all()
+    assert (np.abs(got - 2 * terms[0].sum(axis=1)) > tol).any()
 
 
 # ---- pack ------------------------------------------------------------------------------------------------------

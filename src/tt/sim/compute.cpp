@@ -76,23 +76,28 @@ void require_no_reduce(const ComputeState& c, uint32_t line, const char* op) {
     }
 }
 
-float* fpu_operands(ComputeState& c, const SrcOperand& x, const SrcOperand& y, uint32_t dst, uint32_t line,
-                    const char* op, float* a, float* b) {
+FpuTiles fpu_tiles(ComputeState& c, const SrcOperand& x, const SrcOperand& y, uint32_t dst, uint32_t line,
+                   const char* op) {
     require_math(c, line, op);
     check_src_format(x.configured, x.cb, x.reg, line, op);
     check_src_format(y.configured, y.cb, y.reg, line, op);
     require_src_path(c, x.cb, x.reg, line, op);
     require_src_path(c, y.cb, y.reg, line, op);
-    const uint8_t* a_bytes = front_tile(x.cb, x.tile, line, op);
-    const uint8_t* b_bytes = front_tile(y.cb, y.tile, line, op);
-    float* out = dst_tile(c, dst, line, op);
+    const uint8_t* x_bytes = front_tile(x.cb, x.tile, line, op);
+    const uint8_t* y_bytes = front_tile(y.cb, y.tile, line, op);
+    return {x_bytes, y_bytes, dst_tile(c, dst, line, op)};
+}
+
+float* fpu_operands(ComputeState& c, const SrcOperand& x, const SrcOperand& y, uint32_t dst, uint32_t line,
+                    const char* op, float* a, float* b) {
+    const FpuTiles t = fpu_tiles(c, x, y, dst, line, op);
     if (!sim().protocol_only) {
-        unpack_tile(a_bytes, cur().core->cbs[x.cb].fmt, a);
-        unpack_tile(b_bytes, cur().core->cbs[y.cb].fmt, b);
+        unpack_tile(t.x, cur().core->cbs[x.cb].fmt, a);
+        unpack_tile(t.y, cur().core->cbs[y.cb].fmt, b);
         narrow_to_src(a, cur().core->cbs[x.cb].fmt, c.fp32_acc);
         narrow_to_src(b, cur().core->cbs[y.cb].fmt, c.fp32_acc);
     }
-    return out;
+    return t.out;
 }
 
 float apply(Binary op, float a, float b) {
@@ -175,8 +180,10 @@ void tile_regs_acquire(uint32_t line) {
     require_started(c, line);
     if (c.phase != ComputeState::Phase::Idle) kernel_error(line, "tile_regs_acquire() while DST is already acquired");
     // Pack release leaves DST undefined: FPU ops read it as their identity (0 for sums and matmul; reduce MAX
-    // substitutes -inf itself) and the packer as 0, so the storage is zero; SFPU reads of it are refused.
-    std::fill(c.dst.begin(), c.dst.end(), 0.0f);
+    // substitutes -inf itself) and the packer as 0, so the storage is zero (the `capacity` tiles dst_tile lets the
+    // kernel address); SFPU reads of it are refused.
+    const size_t used = std::min(c.dst.size(), static_cast<size_t>(c.capacity) * kTileElems);
+    std::fill(c.dst.begin(), c.dst.begin() + static_cast<std::ptrdiff_t>(used), 0.0f);
     c.defined.fill(false);
     c.phase = ComputeState::Phase::Math;
 }
@@ -312,46 +319,6 @@ void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     }
     c.defined[dst] = true;
     cur().core->counters.tile_ops++;
-}
-
-void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t line) {
-    ComputeState& c = cs(line);
-    require_no_reduce(c, line, "matmul_tiles (after matmul_init)");
-    float a[kTileElems], b[kTileElems];
-    float* out = fpu_operands(c, {in0, t0, c.srcb, "SrcB (matmul in0)"}, {in1, t1, c.srca, "SrcA (matmul in1)"}, dst,
-                              line, "matmul_tiles", a, b);
-    if (!sim().protocol_only) {
-        // in0 (a) is SrcB, in1 (b) SrcA: each operand reduced to the bits its fidelity phases use (fidelity.cpp);
-        // HiFi3 is A * B minus the phase it skips, A_lo * B_lo (every term exact in fp32)
-        const uint32_t ph = c.fidelity_phases;
-        float ar[32][32], br[32][32], ar_lo[32][32], br_lo[32][32];
-        for (uint32_t r = 0; r < 32; ++r) {
-            for (uint32_t k = 0; k < 32; ++k) {
-                const float av = a[face_index(r, k)];
-                const float bv = c.matmul_transpose ? b[face_index(k, r)] : b[face_index(r, k)];
-                ar[r][k] = srcb_operand(av, ph);
-                br[r][k] = srca_operand(bv, ph);
-                ar_lo[r][k] = ph == 3 ? av - srcb_operand(av, 1) : 0.0f;
-                br_lo[r][k] = ph == 3 ? br[r][k] - srca_operand(bv, 1) : 0.0f;
-            }
-        }
-        // accumulates into DST; an undefined (acquired, unwritten) tile reads as 0, the storage's value
-        for (uint32_t r = 0; r < 32; ++r) {
-            float row[32] = {};
-            for (uint32_t k = 0; k < 32; ++k) {
-                const float av = ar[r][k], av_lo = ar_lo[r][k];
-                if (ph == 3) {
-                    for (uint32_t col = 0; col < 32; ++col) row[col] += av * br[k][col] - av_lo * br_lo[k][col];
-                } else {
-                    for (uint32_t col = 0; col < 32; ++col) row[col] += av * br[k][col];
-                }
-            }
-            for (uint32_t col = 0; col < 32; ++col) out[face_index(r, col)] += row[col];
-        }
-        after_math(c, out);
-    }
-    c.defined[dst] = true;
-    cur().core->counters.matmul_tiles++;
 }
 
 void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t tb, uint32_t dst, uint32_t line) {

@@ -1,4 +1,5 @@
-// tt-sim internal: helpers shared by the compute kernel API's source files (compute.cpp, reduce_bcast.cpp).
+// tt-sim internal: helpers shared by the compute kernel API's source files (compute.cpp, matmul.cpp,
+// reduce_bcast.cpp).
 #pragma once
 
 #include "sim_internal.hpp"
@@ -23,6 +24,13 @@ struct SrcOperand {
     const char* reg;
 };
 
+// Checks the two FPU operands of `op`: their tiles' L1 bytes and DST tile `dst`.
+struct FpuTiles {
+    const uint8_t *x, *y;
+    float* out;
+};
+FpuTiles fpu_tiles(ComputeState& c, const SrcOperand& x, const SrcOperand& y, uint32_t dst, uint32_t line,
+                   const char* op);
 // Checks and unpacks the two FPU operands of `op` into a and b (unless protocol-only); returns DST tile `dst`.
 float* fpu_operands(ComputeState& c, const SrcOperand& x, const SrcOperand& y, uint32_t dst, uint32_t line,
                     const char* op, float* a, float* b);

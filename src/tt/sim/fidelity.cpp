@@ -27,6 +27,10 @@ constexpr uint32_t kSrcAUsed = 0xffffc000u;   // SrcA's multiplier uses 1 + 9 ma
 constexpr uint32_t kSrcAHi = 0xfff80000u;
 constexpr uint32_t kSrcBHi = 0xfffe0000u;
 
+// The SrcA / SrcB operand of a multiply at `phases` phases: the bits those phases use.
+inline float srca_operand(float a, uint32_t phases) { return masked(a, phases == 1 ? kSrcAHi : kSrcAUsed); }
+inline float srcb_operand(float b, uint32_t phases) { return phases <= 2 ? masked(b, kSrcBHi) : b; }
+
 }  // namespace
 
 void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc) {
@@ -40,15 +44,35 @@ uint32_t fidelity_phases(int math_fidelity) {
     return phases == 0 ? 1u : (phases > 4 ? 4u : phases);
 }
 
-float srca_operand(float a, uint32_t phases) { return masked(a, phases == 1 ? kSrcAHi : kSrcAUsed); }
-
-float srcb_operand(float b, uint32_t phases) { return phases <= 2 ? masked(b, kSrcBHi) : b; }
-
 float fidelity_mul(float a, float b, uint32_t phases) {
     if (phases != 3) return srca_operand(a, phases) * srcb_operand(b, phases);
     const float A = masked(a, kSrcAUsed);
     const float a_lo = A - masked(A, kSrcAHi), b_lo = b - masked(b, kSrcBHi);
     return A * b - a_lo * b_lo;   // phases 0-2: everything but A_lo * B_lo
+}
+
+void matmul_operand(const float* tile, bool srca, uint32_t phases, bool transpose, float* hi, float* lo) {
+    float rows[kTileElems];   // row-major [row][col], or [col][row] transposed
+    for (uint32_t r = 0; r < 32; ++r) {
+        if (transpose) {
+            for (uint32_t k = 0; k < 32; ++k) rows[r * 32 + k] = tile[face_index(k, r)];
+        } else {   // a tile row is 16 contiguous elements in each of two faces
+            std::memcpy(rows + r * 32, tile + face_index(r, 0), 16 * sizeof(float));
+            std::memcpy(rows + r * 32 + 16, tile + face_index(r, 16), 16 * sizeof(float));
+        }
+    }
+    // srca_operand / srcb_operand as one mask; HiFi3's low part is the operand minus its high phase's bits:
+    // A_lo = A_used - A_hi (in1), B_lo = B - B_hi (in0, whose operand at HiFi3 is all of B)
+    const uint32_t keep = srca ? (phases == 1 ? kSrcAHi : kSrcAUsed) : (phases <= 2 ? kSrcBHi : 0xffffffffu);
+    const uint32_t high = srca ? kSrcAHi : kSrcBHi;
+    if (phases != 3) {
+        for (uint32_t i = 0; i < kTileElems; ++i) hi[i] = masked(rows[i], keep);
+        return;
+    }
+    for (uint32_t i = 0; i < kTileElems; ++i) {
+        hi[i] = masked(rows[i], keep);
+        lo[i] = hi[i] - masked(rows[i], high);
+    }
 }
 
 namespace compute_detail {

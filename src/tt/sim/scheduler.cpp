@@ -72,7 +72,7 @@ void program_run(int device, int program) {
         auto core = std::make_unique<Core>();
         core->x = x;
         core->y = y;
-        core->l1.assign(dev.arch.l1_bytes, 0);
+        core->l1.resize(dev.arch.l1_bytes);   // zero (ZeroedAllocator: pages are mapped as the run touches them)
         Core* raw = core.get();
         dev.run_cores.push_back(std::move(core));
         cores[{y, x}] = raw;

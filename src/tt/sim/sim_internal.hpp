@@ -9,6 +9,7 @@
 //   numerics.cpp   data formats and rounding: unpack, pack, DST rounding
 //   fidelity.cpp   SrcA/SrcB narrowing, unpack-to-DEST, math fidelity phases
 //   compute.cpp    the compute kernel API: DST handshake, unpacker/packer configuration, inits, FPU tile ops
+//   matmul.cpp     matmul_tiles: the product, and the cache of prepared operand tiles
 //   sfpu.cpp       SFPU ops (in place on DST)
 //   reduce_bcast.cpp  reduce_tile (with the packer's edge mask) and broadcast tile ops
 //   sanitizer.cpp  errors, `where()` reporting, end-of-run checks
@@ -19,6 +20,9 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,19 +56,28 @@ std::string env_or(const char* name, const std::string& fallback);
 // ---- data formats and numerics (numerics.cpp) ----------------------------------------------------------
 uint32_t tile_bytes(uint8_t fmt);
 const char* fmt_name(uint8_t fmt);
-float u2f(uint32_t u);
-uint32_t f2u(float f);
+inline float u2f(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline uint32_t f2u(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
 void unpack_tile(const uint8_t* src, uint8_t fmt, float* out);
 void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst);
 void round_tile(float* tile, uint8_t fmt);   // round every element to `fmt` (no-op for Float32)
 // What the FPU computes with (fidelity.cpp): a Float32 CB's data narrowed into SrcA/SrcB (TF32 with fp32 DST
-// accumulation, BF16 without), the phases a MathFidelity value runs, the SrcA/SrcB operands of a multiply at
-// that fidelity, and one product as the phases sum it.
+// accumulation, BF16 without), the phases a MathFidelity value runs, and one product as the phases sum it.
 void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc);
 uint32_t fidelity_phases(int math_fidelity);
-float srca_operand(float a, uint32_t phases);
-float srcb_operand(float b, uint32_t phases);
 float fidelity_mul(float a, float b, uint32_t phases);
+// matmul_tiles' operand (a 32x32 tile, face layout, already in SrcA/SrcB) as the phases use it, row-major:
+// in1 through SrcA (`srca`, optionally transposed) or in0 through SrcB; `lo`, written at HiFi3 only, is the
+// part of the operand its skipped phase would multiply (matmul.cpp sums hi x hi - lo x lo).
+void matmul_operand(const float* tile, bool srca, uint32_t phases, bool transpose, float* hi, float* lo);
 
 // Element (r, c) of a tile sits at face (r/16, c/16), row r%16, column c%16 (faces row-major).
 inline uint32_t face_index(uint32_t r, uint32_t c) {
@@ -72,6 +85,31 @@ inline uint32_t face_index(uint32_t r, uint32_t c) {
     return ((r / hw::kFace) * faces_per_row + c / hw::kFace) * hw::kFaceElems + (r % hw::kFace) * hw::kFace +
            c % hw::kFace;
 }
+
+// Zero-filled storage from calloc, whose large blocks are fresh pages the OS maps (zeroed) on first touch: a
+// core's L1 and a task's stack cost only the pages a run uses. resize() value-initialises through construct(p),
+// which leaves calloc's zero alone; every other construct is the usual placement new.
+template <typename T>
+struct ZeroedAllocator {
+    using value_type = T;
+    ZeroedAllocator() = default;
+    template <typename U>
+    ZeroedAllocator(const ZeroedAllocator<U>&) {}
+    T* allocate(size_t n) {
+        void* p = std::calloc(n, sizeof(T));
+        if (p == nullptr) throw std::bad_alloc();
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, size_t) { std::free(p); }
+    template <typename U>
+    void construct(U*) {}
+    template <typename U, typename... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+    bool operator==(const ZeroedAllocator&) const { return true; }
+    bool operator!=(const ZeroedAllocator&) const { return false; }
+};
 
 // ---- device model --------------------------------------------------------------------------------------
 const ArchInfo* find_arch(const std::string& name);   // nullptr when the table has no such arch
@@ -132,7 +170,7 @@ struct PendingTransfer {
 
 struct Core {
     uint32_t x = 0, y = 0;
-    std::vector<uint8_t> l1;
+    std::vector<uint8_t, ZeroedAllocator<uint8_t>> l1;   // zero at program start
     std::array<CBState, kMaxCBs> cbs;
     Counters counters;
     std::vector<uint32_t> semaphores;
@@ -154,7 +192,7 @@ struct KernelImage {
 struct ComputeState {
     bool fp32_acc = false;
     uint32_t capacity = 8;
-    std::vector<float> dst = std::vector<float>(16 * kTileElems, 0.0f);
+    std::vector<float, ZeroedAllocator<float>> dst = std::vector<float, ZeroedAllocator<float>>(16 * kTileElems);
     enum class Phase { Idle, Math, Committed, Packing } phase = Phase::Idle;
     bool started = false;
     int srca = -1, srcb = -1, pack = -1;   // CB whose format the unpacker / packer is configured for
@@ -180,7 +218,7 @@ struct Task {
     KernelImage* kernel = nullptr;
     Role role = Role::Reader;
     ucontext_t ctx{};
-    std::vector<char> stack;
+    std::vector<char, ZeroedAllocator<char>> stack;
     bool done = false;
     std::string blocked_on;              // description of the blocking call, empty when runnable
     uint32_t blocked_line = 0;

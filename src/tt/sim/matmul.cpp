@@ -1,0 +1,170 @@
+// tt-sim: matmul_tiles, the FPU's MVMUL (TT_KERNEL_PATTERNS.md 5.1, 5.2): DST[dst] += in0 tile x in1 tile.
+//
+// in0 goes through SrcB, in1 through SrcA; each operand is reduced to the bits its fidelity phases use
+// (fidelity.cpp), and HiFi3 is A * B minus the phase it skips, A_lo * B_lo. Every term is exact in fp32, and each
+// output element sums its 32 terms in k order 0..31 before it is added to DST (the definition the numerics tests
+// pin down; the columns of an output row are independent, so they are computed 8 at a time).
+//
+// Speed: preparing an operand (unpack, narrowing into SrcA/SrcB, the phase masks, row-major layout, in1's
+// transpose) costs about as much as the product, and a blocked GEMM multiplies each operand tile several times
+// (a 4x4-tile block: 4 times). Prepared operands are therefore cached, in0's and in1's apart: a slot chosen by
+// the tile's L1 location holds the tile's L1 bytes and how it was prepared, and is used only while both are
+// equal to the current call's (the bytes are compared on every call, so any write to L1 -- NoC, packer, a
+// kernel's own pointer -- is seen). All tasks run on one scheduler thread, so the cache needs no locking.
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "compute_internal.hpp"
+
+namespace tt_sim {
+
+using namespace compute_detail;
+
+namespace {
+
+constexpr uint32_t kT = 32;                // tile side
+constexpr uint32_t kMaxTileBytes = 4096;   // the largest tile (Float32)
+constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~12 KB each, allocated on use)
+
+// One operand tile prepared for the product: row-major [row][k] (in0) or [k][col] (in1, transposed if asked).
+struct Prepared {
+    alignas(32) float hi[kT * kT];   // the operand bits the phases use
+    alignas(32) float lo[kT * kT];   // HiFi3: the low part of the skipped phase's operand (unused otherwise)
+    uint32_t tag = ~0u;              // how it was prepared (see prep_tag); ~0u: empty
+    uint32_t bytes = 0;
+    uint8_t raw[kMaxTileBytes];      // the L1 bytes it was prepared from
+};
+
+std::vector<std::unique_ptr<Prepared>>& cache(bool srca) {   // in1's (SrcA) or in0's (SrcB): never the same slot
+    static std::vector<std::unique_ptr<Prepared>> slots[2] = {std::vector<std::unique_ptr<Prepared>>(kCacheSlots),
+                                                              std::vector<std::unique_ptr<Prepared>>(kCacheSlots)};
+    return slots[srca ? 1 : 0];
+}
+
+uint32_t prep_tag(uint8_t fmt, bool srca, uint32_t phases, bool transpose, bool fp32_acc) {
+    return fmt | (srca ? 1u : 0u) << 8 | phases << 9 | (transpose ? 1u : 0u) << 13 | (fp32_acc ? 1u : 0u) << 14;
+}
+
+void prepare(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, bool fp32_acc,
+             Prepared& p) {
+    float t[kTileElems];
+    unpack_tile(bytes, fmt, t);
+    narrow_to_src(t, fmt, fp32_acc);
+    matmul_operand(t, srca, ph, transpose, p.hi, p.lo);
+}
+
+// The prepared operand of the L1 tile at `bytes`: from the cache when its slot holds the same bytes prepared the
+// same way, else prepared into the slot.
+const Prepared& operand(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, bool fp32_acc) {
+    const uint32_t n = tile_bytes(fmt);
+    const uint32_t tag = prep_tag(fmt, srca, ph, transpose, fp32_acc);
+    const uint64_t h = (reinterpret_cast<uintptr_t>(bytes) >> 5) * 0x9E3779B97F4A7C15ull;
+    std::unique_ptr<Prepared>& slot = cache(srca)[(h >> 40) % kCacheSlots];
+    if (!slot) slot.reset(new Prepared);   // default-initialised: the arrays are written before they are read
+    Prepared& p = *slot;
+    if (n > kMaxTileBytes) die(format("matmul_tiles: %u-byte tiles exceed the operand cache's %u", n, kMaxTileBytes));
+    if (p.tag == tag && p.bytes == n && std::memcmp(p.raw, bytes, n) == 0) return p;
+    prepare(bytes, fmt, srca, ph, transpose, fp32_acc, p);
+    std::memcpy(p.raw, bytes, n);
+    p.tag = tag;
+    p.bytes = n;
+    return p;
+}
+
+typedef float v8 __attribute__((vector_size(32)));   // 8 columns; loaded with memcpy (no alignment assumed)
+// v8 is passed only between always-inlined helpers of this file, so the AVX argument-passing ABI never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// out (a DST tile, face layout) += a x b, a [row][k], b [k][col]; HiFi3 subtracts a_lo x b_lo term by term.
+// Written out so that the accumulators stay in registers: two output rows (8 vectors of 8 columns) at a time,
+// one row at HiFi3 (its b_lo vectors take the registers).
+inline __attribute__((always_inline)) v8 load8(const float* p) {
+    v8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+inline __attribute__((always_inline)) void add_row(float* out, uint32_t r, v8 c0, v8 c1, v8 c2, v8 c3) {
+    float* lo = out + face_index(r, 0);    // columns 0-15: face (r/16, 0)
+    float* hi = out + face_index(r, 16);   // columns 16-31: face (r/16, 1)
+    const v8 s0 = load8(lo) + c0, s1 = load8(lo + 8) + c1, s2 = load8(hi) + c2, s3 = load8(hi + 8) + c3;
+    std::memcpy(lo, &s0, sizeof s0);
+    std::memcpy(lo + 8, &s1, sizeof s1);
+    std::memcpy(hi, &s2, sizeof s2);
+    std::memcpy(hi + 8, &s3, sizeof s3);
+}
+
+template <bool kHiFi3>
+inline __attribute__((always_inline)) void product_body(const Prepared& a, const Prepared& b, float* out) {
+    if (kHiFi3) {
+        for (uint32_t r = 0; r < kT; ++r) {
+            v8 c0 = {}, c1 = {}, c2 = {}, c3 = {};
+            for (uint32_t k = 0; k < kT; ++k) {
+                const float av = a.hi[r * kT + k], av_lo = a.lo[r * kT + k];
+                const float *bk = b.hi + k * kT, *bl = b.lo + k * kT;
+                c0 += av * load8(bk) - av_lo * load8(bl);
+                c1 += av * load8(bk + 8) - av_lo * load8(bl + 8);
+                c2 += av * load8(bk + 16) - av_lo * load8(bl + 16);
+                c3 += av * load8(bk + 24) - av_lo * load8(bl + 24);
+            }
+            add_row(out, r, c0, c1, c2, c3);
+        }
+        return;
+    }
+    for (uint32_t r = 0; r < kT; r += 2) {
+        v8 c0 = {}, c1 = {}, c2 = {}, c3 = {}, d0 = {}, d1 = {}, d2 = {}, d3 = {};
+        for (uint32_t k = 0; k < kT; ++k) {
+            const float av = a.hi[r * kT + k], aw = a.hi[(r + 1) * kT + k];
+            const float* bk = b.hi + k * kT;
+            const v8 b0 = load8(bk), b1 = load8(bk + 8), b2 = load8(bk + 16), b3 = load8(bk + 24);
+            c0 += av * b0;
+            c1 += av * b1;
+            c2 += av * b2;
+            c3 += av * b3;
+            d0 += aw * b0;
+            d1 += aw * b1;
+            d2 += aw * b2;
+            d3 += aw * b3;
+        }
+        add_row(out, r, c0, c1, c2, c3);
+        add_row(out, r + 1, d0, d1, d2, d3);
+    }
+}
+
+// No FMA in either build: a fused multiply-add would not round a product that underflows, and the definition
+// rounds every product before it is added.
+__attribute__((target("avx2"))) void product_avx2(const Prepared& a, const Prepared& b, float* out, bool hifi3) {
+    if (hifi3) product_body<true>(a, b, out);
+    else product_body<false>(a, b, out);
+}
+
+void product_generic(const Prepared& a, const Prepared& b, float* out, bool hifi3) {
+    if (hifi3) product_body<true>(a, b, out);
+    else product_body<false>(a, b, out);
+}
+
+const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+
+}  // namespace
+
+void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t line) {
+    ComputeState& c = cs(line);
+    require_no_reduce(c, line, "matmul_tiles (after matmul_init)");
+    const FpuTiles tiles = fpu_tiles(c, {in0, t0, c.srcb, "SrcB (matmul in0)"}, {in1, t1, c.srca, "SrcA (matmul in1)"},
+                                     dst, line, "matmul_tiles");
+    if (!sim().protocol_only) {
+        const Core& core = *cur().core;
+        const uint32_t ph = c.fidelity_phases;
+        const Prepared& a = operand(tiles.x, core.cbs[in0].fmt, false, ph, false, c.fp32_acc);
+        const Prepared& b = operand(tiles.y, core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, c.fp32_acc);
+        // accumulates into DST; an undefined (acquired, unwritten) tile reads as 0, the storage's value
+        (kHasAvx2 ? product_avx2 : product_generic)(a, b, tiles.out, ph == 3);
+        after_math(c, tiles.out);
+    }
+    c.defined[dst] = true;
+    cur().core->counters.matmul_tiles++;
+}
+
+}  // namespace tt_sim
