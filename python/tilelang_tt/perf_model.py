@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -218,16 +219,29 @@ def _py_expr(text: str) -> str:
     return _ternaries(re.sub(r"(?<![/])/(?![/])", "//", text))
 
 
-def _eval(text: str, env: dict) -> int:
-    expr = _py_expr(text)
-    tree = ast.parse(expr, mode="eval")
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str) -> tuple:
+    """An expression of tt.program.txt as Python code, and what _eval checks, in ast.walk order: a name it reads
+    (str) or a node it cannot evaluate (None). Cached: every emulator run models its artifact again."""
+    tree = ast.parse(_py_expr(text), mode="eval")
+    checks = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id not in env and node.id not in ("min", "max"):
-            raise StaticCountError(f"{node.id} is not known before the run (in `{text}`)")
+        if isinstance(node, ast.Name) and node.id not in ("min", "max"):
+            checks.append(node.id)
         if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load, ast.Call,
                                  ast.operator, ast.unaryop, ast.IfExp, ast.Compare, ast.cmpop)):
+            checks.append(None)
+    return compile(tree, "<tt.program>", "eval"), tuple(checks)
+
+
+def _eval(text: str, env: dict) -> int:
+    code, checks = _compiled(text)
+    for name in checks:
+        if name is None:
             raise StaticCountError(f"cannot evaluate `{text}`")
-    return int(eval(compile(tree, "<tt.program>", "eval"), {"__builtins__": {}, "min": min, "max": max}, dict(env)))
+        if name not in env:
+            raise StaticCountError(f"{name} is not known before the run (in `{text}`)")
+    return int(eval(code, {"__builtins__": {}, "min": min, "max": max}, dict(env)))
 
 
 def _split_args(argtext: str) -> list[str]:
