@@ -26,12 +26,12 @@ namespace {
 
 constexpr uint32_t kT = 32;                // tile side
 constexpr uint32_t kMaxTileBytes = 4096;   // the largest tile (Float32)
-constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~12 KB each, allocated on use)
+constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~8 KB each, allocated on use)
 
 // One operand tile prepared for the product: row-major [row][k] (in0) or [k][col] (in1, transposed if asked).
 struct Prepared {
     alignas(32) float hi[kT * kT];   // the operand bits the phases use
-    alignas(32) float lo[kT * kT];   // HiFi3: the low part of the skipped phase's operand (unused otherwise)
+    std::unique_ptr<float[]> lo;     // HiFi3 only: the low part of the skipped phase's operand
     uint32_t tag = ~0u;              // how it was prepared (see prep_tag); ~0u: empty
     uint32_t bytes = 0;
     uint8_t raw[kMaxTileBytes];      // the L1 bytes it was prepared from
@@ -52,7 +52,8 @@ void prepare(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool tra
     float t[kTileElems];
     unpack_tile(bytes, fmt, t);
     narrow_to_src(t, fmt, fp32_acc);
-    matmul_operand(t, srca, ph, transpose, p.hi, p.lo);
+    if (ph == 3 && !p.lo) p.lo.reset(new float[kT * kT]);
+    matmul_operand(t, srca, ph, transpose, p.hi, p.lo.get());
 }
 
 // The prepared operand of the L1 tile at `bytes`: from the cache when its slot holds the same bytes prepared the
@@ -103,7 +104,7 @@ inline __attribute__((always_inline)) void product_body(const Prepared& a, const
             v8 c0 = {}, c1 = {}, c2 = {}, c3 = {};
             for (uint32_t k = 0; k < kT; ++k) {
                 const float av = a.hi[r * kT + k], av_lo = a.lo[r * kT + k];
-                const float *bk = b.hi + k * kT, *bl = b.lo + k * kT;
+                const float *bk = b.hi + k * kT, *bl = b.lo.get() + k * kT;
                 c0 += av * load8(bk) - av_lo * load8(bl);
                 c1 += av * load8(bk + 8) - av_lo * load8(bl + 8);
                 c2 += av * load8(bk + 16) - av_lo * load8(bl + 16);
