@@ -39,7 +39,8 @@ from tvm.ir import Op, structural_equal
 
 from .. import attrs
 from ..errors import TTUnsupportedError
-from .common import TileOps, decode_region, describe, is_call_to, is_global, prim_func_pass, source_of, tile_op_call
+from .common import (TileOps, decode_region, describe, is_call_to, is_global, op, prim_func_pass, source_of,
+                     tile_op_call)
 
 FACTORS = (2, 4, 8)                  # values per byte: int4, int2, int1
 _INT_BITS = {"int8": 8, "uint8": 8}
@@ -64,29 +65,34 @@ def _packed_axis(load: tirx.BufferLoad):
     return hits[0] if len(hits) == 1 else None
 
 
-_BIN = ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE",
-        "And", "Or")
-_CALLS = ("shift_right", "shift_left", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "reinterpret",
-          "if_then_else")
+# The per-element operations an unpack expression may use, by node class and by Op identity.
+_INT_OR_FLOAT = {tirx.Add: np.add, tirx.Sub: np.subtract, tirx.Mul: np.multiply, tirx.Min: np.minimum,
+                 tirx.Max: np.maximum, tirx.EQ: np.equal, tirx.NE: np.not_equal, tirx.LT: np.less,
+                 tirx.LE: np.less_equal, tirx.GT: np.greater, tirx.GE: np.greater_equal, tirx.And: np.logical_and,
+                 tirx.Or: np.logical_or}
+_BIN = (*_INT_OR_FLOAT, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod)
+_BITS = {op("tirx.shift_right"): lambda a, b: a >> b, op("tirx.shift_left"): lambda a, b: a << b,
+         op("tirx.bitwise_and"): lambda a, b: a & b, op("tirx.bitwise_or"): lambda a, b: a | b,
+         op("tirx.bitwise_xor"): lambda a, b: a ^ b, op("tirx.bitwise_not"): lambda a, b: ~a}
+_REINTERPRET, _IF_THEN_ELSE = op("tirx.reinterpret"), op("tirx.if_then_else")
 
 
-def _op_name(call) -> str:
-    return str(call.op.name).split(".")[-1] if isinstance(call.op, Op) else ""
+def _is_op(call, ops) -> bool:
+    return isinstance(call.op, Op) and any(call.op.same_as(o) for o in ops)
 
 
 def _children(e):
     """(children, pure): the operands of ``e`` and whether the operation is a per-element function of them."""
-    kind = type(e).__name__
-    if kind in _BIN:
+    if isinstance(e, _BIN):
         return [e.a, e.b], True
-    if kind == "Cast":
+    if isinstance(e, tirx.Cast):
         return [e.value], True
-    if kind == "Not":
+    if isinstance(e, tirx.Not):
         return [e.a], True
-    if kind == "Select":
+    if isinstance(e, tirx.Select):
         return [e.condition, e.true_value, e.false_value], True
-    if kind == "Call":
-        return list(e.args), _op_name(e) in _CALLS
+    if isinstance(e, tirx.Call):
+        return list(e.args), _is_op(e, (*_BITS, _REINTERPRET, _IF_THEN_ELSE))
     return [], False
 
 
@@ -183,48 +189,43 @@ def evaluate(e, site: _Packed, byte, pos):
             return np.full(byte.shape, n.value)
         if isinstance(n, tirx.BufferLoad):
             return _wrap(byte, n.dtype)
-        kind = type(n).__name__
-        if kind == "FloorMod" and any(n.same_as(m) for m in site.positions):
+        if isinstance(n, tirx.FloorMod) and any(n.same_as(m) for m in site.positions):
             return _wrap(pos, n.dtype)
-        if kind == "Cast":
+        if isinstance(n, tirx.Cast):
             v = ev(n.value)
             if str(n.dtype).startswith(("int", "uint")) and not str(n.value.dtype).startswith(("int", "uint", "bool")):
                 v = np.trunc(v)
             return _wrap(v, n.dtype)
-        if kind == "Select":
+        if isinstance(n, tirx.Select):
             return _wrap(np.where(ev(n.condition), ev(n.true_value), ev(n.false_value)), n.dtype)
-        if kind == "Not":
+        if isinstance(n, tirx.Not):
             return ~ev(n.a).astype(bool)
-        if kind in _BIN:
+        if isinstance(n, _BIN):
             a, b = ev(n.a), ev(n.b)
             integer = str(n.a.dtype).startswith(("int", "uint"))
-            f = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Min": np.minimum, "Max": np.maximum,
-                 "EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
-                 "GE": np.greater_equal, "And": np.logical_and, "Or": np.logical_or}.get(kind)
+            f = _INT_OR_FLOAT.get(type(n))
             if f is None:
-                if kind in ("FloorDiv", "FloorMod"):
-                    f = (np.floor_divide if kind == "FloorDiv" else np.mod) if integer else \
-                        (lambda x, y: np.floor(x / y)) if kind == "FloorDiv" else np.mod
-                elif kind == "Div":
+                if isinstance(n, (tirx.FloorDiv, tirx.FloorMod)):
+                    f = (np.floor_divide if isinstance(n, tirx.FloorDiv) else np.mod) if integer else \
+                        (lambda x, y: np.floor(x / y)) if isinstance(n, tirx.FloorDiv) else np.mod
+                elif isinstance(n, tirx.Div):
                     f = (lambda x, y: np.trunc(x / y).astype(np.int64)) if integer else np.divide
                 else:
                     f = np.fmod
             return _wrap(f(a, b), n.dtype)
-        name = _op_name(n)
         args = [ev(a) for a in n.args]
-        if name == "reinterpret":
+        if _is_op(n, (_REINTERPRET,)):
             src, dst = str(n.args[0].dtype), str(n.dtype)
             if not (src.startswith(("int", "uint")) and dst.startswith(("int", "uint"))):
                 raise TTUnsupportedError(f"reinterpret from {src} to {dst} in a packed-weight unpack",
                                          construct=describe(n), source=None, fix=_FIX)
             return _wrap(args[0], dst)
-        if name == "if_then_else":
+        if _is_op(n, (_IF_THEN_ELSE,)):
             return _wrap(np.where(args[0], args[1], args[2]), n.dtype)
         a = args[0].astype(np.int64)
         b = args[1].astype(np.int64) if len(args) > 1 else None
-        out = {"shift_right": lambda: a >> b, "shift_left": lambda: a << b, "bitwise_and": lambda: a & b,
-               "bitwise_or": lambda: a | b, "bitwise_xor": lambda: a ^ b, "bitwise_not": lambda: ~a}[name]()
-        return _wrap(out, n.dtype)
+        fn = next(f for o, f in _BITS.items() if n.op.same_as(o))
+        return _wrap(fn(a, b), n.dtype)
 
     return ev(e)
 
