@@ -196,6 +196,13 @@ CALLS: dict[str, CallSpec] = {
     "matmul_init": CallSpec("matmul_init({0}, {1}, {2})", "init", "api/compute/matmul.h", "fpu"),
     "matmul_tiles": CallSpec("matmul_tiles({0}, {1}, {2}, {3}, {4})", "op", "api/compute/matmul.h", "fpu",
                              "matmul_init", (0, 1)),
+    # matmul_block(in0, in1, i0, i1, idst, transpose, ct, rt, kt): DST[idst + r * ct + c] += A[i0 + r * kt] @
+    # B[i1 + c] for r < rt, c < ct: rt in0 tiles and ct in1 tiles unpacked for rt * ct tile matmuls. Its init
+    # takes the block shape (in0, in1, transpose, ct, rt, kt).
+    "matmul_block_init": CallSpec("matmul_block_init({0}, {1}, {2}, {3}, {4}, {5})", "init", "api/compute/matmul.h",
+                                  "fpu"),
+    "matmul_block": CallSpec("matmul_block({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8})", "op", "api/compute/matmul.h",
+                             "fpu", "matmul_block_init", (0, 1)),
     # FPU binary ops between two CB tiles (result overwrites DST[dst]).
     "add_init": CallSpec("add_init({0}, {1})", "init", _BIN, "fpu"),
     "add_tiles": CallSpec("add_tiles({0}, {1}, {2}, {3}, {4})", "op", _BIN, "fpu", "add_init", (0, 1)),

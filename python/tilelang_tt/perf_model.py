@@ -353,6 +353,13 @@ class _Counter:
             work.ops[op] += mult
             work.pack_bytes += nbytes
             work.pack_l1_acc_bytes += nbytes if self.l1_acc else 0
+        elif op == "matmul_block":    # rt x ct tile matmuls, unpacking rt in0 tiles and ct in1 tiles
+            ct, rt = _eval(args[6], env), _eval(args[7], env)
+            pages = [self.cb_pages[a.removeprefix("cb:")] for a in args[:2]]
+            nbytes = mult * (rt * pages[0] + ct * pages[1])
+            work.ops["matmul_tiles"] += mult * rt * ct
+            work.unpack_bytes += nbytes
+            work.matmul_unpack_bytes += nbytes
         elif spec is not None and spec.kind == "op":
             nbytes = mult * sum(self.cb_pages[a.removeprefix("cb:")] for a in args if a.startswith("cb:"))
             work.ops[op] += mult

@@ -13,7 +13,7 @@ from tvm import tirx
 from tilelang_tt.errors import TTError, TTVerifyError
 from tilelang_tt.names import NameSupply, generated
 from tilelang_tt.transform.verify_program import verify_program
-from tilelang_tt.ttir import CB, CBInfo, Call, Dst, For, Kernel, Program, Tensor, VReg
+from tilelang_tt.ttir import CB, CBInfo, Call, Dst, For, Kernel, Lit, Program, Tensor, VReg
 
 
 def k_range_gemm(start, stop):
@@ -360,3 +360,20 @@ def test_verifier_runs_in_every_compile(monkeypatch, tmp_path):
                         lambda ctx: [p for p in original(ctx) if p[0] != "PlaceCBPops"])
     with pytest.raises(TTVerifyError, match=r"\[unlowered\] consume has no C\+\+ form"):
         tilelang.compile(K.design_gemm(64, 64, 64), target="tt -max_cores=3")
+
+
+def test_verifier_refuses_a_matmul_block_unlike_its_init():
+    """matmul_block runs the block shape its init configured (the LLK sets the unpack / math loops in the init)."""
+    def body(rt):
+        init = Call("matmul_block_init", (IN, IN, Lit("0"), 1, rt, 1))
+        mm = Call("matmul_block", (IN, IN, 0, 0, Dst(0), Lit("0"), 1, 1, 1), "T.gemm(A_s, B_s, C_l)")
+        return ([Call("cb_wait_front", (IN, 1)), Call("cb_reserve_back", (OUT, 1)), Call("tile_regs_acquire", ()),
+                 init, mm, Call("tile_regs_commit", ()), Call("tile_regs_wait", ()), Call("pack_tile", (Dst(0), OUT)),
+                 Call("tile_regs_release", ()), Call("cb_pop_front", (IN, 1)), Call("cb_push_back", (OUT, 1))])
+
+    startup = Call("hw_startup_matmul", (IN, IN, OUT))
+    _verify(_program(READ, body(1), WRITE, startup=startup))
+    with pytest.raises(TTVerifyError) as info:
+        _verify(_program(READ, body(2), WRITE, startup=startup))
+    assert info.value.rule == "init" and "matmul_block with (transpose, ct, rt, kt) = (0, 1, 1, 1) after " \
+        "matmul_block_init for (0, 1, 2, 1)" in str(info.value)

@@ -23,6 +23,12 @@ def add_kernel():
 
 
 @pytest.fixture(scope="module")
+def block_gemm_kernel():
+    # B not transposed: the 2x4-tile subblocks of the fused 64x128 accumulator run matmul_block
+    return tilelang.compile(K.design_gemm(128, 128, 64), target={"kind": "tt", "max_cores": 2})
+
+
+@pytest.fixture(scope="module")
 def mixed_gemm_kernel():
     # a 4x4-tile fp32 accumulator exceeds DST (4 tiles with fp32): it lives in an fp32 CB beside fp16 CBs
     return tilelang.compile(K.tilelang_example_gemm(128, 256, 64, 128, 128, 32, num_stages=2),
@@ -44,6 +50,11 @@ CORPUS = [
      "cb_B_shared, cb_C_local);\n", "cb_B_shared, cb_C_local);\n    pack_reconfig_l1_acc(1);\n", 1,
      r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile with L1 accumulation \(pack_reconfig_l1_acc\(1\)\) onto "
      r"page 0 of CB 24, which nothing has written since the CB was created"),
+    # matmul_block must run the block shape (and transpose) its init configured
+    ("matmul_block_unlike_its_init", "block", "kernels/compute.cpp",
+     "matmul_block_init(cb_A_blk, cb_B_blk, 0, 4, 2, 2);", "matmul_block_init(cb_A_blk, cb_B_blk, 0, 4, 1, 2);", 1,
+     r"compute kernel \S*kernels/compute.cpp:\d+: matmul_block\(transpose=0, ct_dim=4, rt_dim=2, kt_dim=2\) after a "
+     r"matmul init configured for transpose=0, ct_dim=4, rt_dim=1, kt_dim=2"),
     ("l1_acc_flag_not_0_or_1", "gemm", "kernels/compute.cpp",
      "pack_reconfig_l1_acc(1);", "pack_reconfig_l1_acc(2);", 1,
      r"compute kernel \S*kernels/compute.cpp:\d+: pack_reconfig_l1_acc\(2\): the flag must be 0 or 1"),
@@ -124,9 +135,9 @@ CORPUS = [
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=[c[0] for c in CORPUS])
-def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel):
+def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel, block_gemm_kernel):
     name, base, rel, old, new, count, message = case
-    kernel = add_kernel if base == "add" else mixed_gemm_kernel
+    kernel = {"add": add_kernel, "gemm": mixed_gemm_kernel, "block": block_gemm_kernel}[base]
     broken = tmp_path / "artifact"
     shutil.copytree(kernel.artifact_dir, broken)
     path = broken / rel
@@ -139,8 +150,8 @@ def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel):
         emulator.run(broken, kernel.plan, tensors_for(kernel), timeout_s=120)
 
 
-def test_unbroken_corpus_bases_run_clean(add_kernel, mixed_gemm_kernel):
-    for kernel in (add_kernel, mixed_gemm_kernel):
+def test_unbroken_corpus_bases_run_clean(add_kernel, mixed_gemm_kernel, block_gemm_kernel):
+    for kernel in (add_kernel, mixed_gemm_kernel, block_gemm_kernel):
         emulator.run(kernel.artifact_dir, kernel.plan, tensors_for(kernel))
 
 

@@ -13,6 +13,8 @@ Out: one body per core role, made of ``ttir`` nodes:
        ``consume(cb, pages)`` until PlaceCBPops turns it into a wait and a pop after its last use.
      Loops keep their ``min`` and ``extent``; user variables are renamed through the one ``NameSupply``;
      ``Let`` expressions are inlined. Loops of extent 1 the generator would introduce are not emitted.
+     A matmul whose operands are row-major and B not transposed runs ``matmul_block`` over each DST block
+     (``rt x ct`` output tiles per K tile), any other ``matmul_tiles`` per output tile and K tile.
      A CB-resident matmul accumulator (TensorizeTT's ``accumulate``) is updated per DST subblock: "reload"
      copies the subblock's partial sums into DST before the matmuls; "packer_l1" pops them and packs the
      matmuls' products onto the same pages between ``pack_reconfig_l1_acc(1)`` and ``(0)`` around the op, so
@@ -346,12 +348,25 @@ class LowerToProgram:
                 waits.append(Call("cb_wait_front", (CB(name), self.cbs[name]["block_tiles"]), note))
         packs_to = CB(self.dst_frag_out) if c_name == self.dst_frag and self.dst_frag_out else cc
         self.note_startup(Call("hw_startup_matmul", (ca, cbb, packs_to)), 2)
-        init = [Call("reconfig_data_format", (cbb, ca), note), Call("matmul_init", (ca, cbb, Lit(str(int(trans_b)))), note)]
+        reconfig = Call("reconfig_data_format", (cbb, ca), note)
+        init = [reconfig, Call("matmul_init", (ca, cbb, Lit(str(int(trans_b)))), note)]
+        # matmul_block when A's rows are kt tiles apart and B's columns adjacent (row-major, B not transposed):
+        # an rt x ct block of DST (more than one tile) unpacks rt + ct tiles per K tile instead of 2 per tile matmul
+        row_major = not trans_b and all(self.cbs[n]["role"] != "intermediate" for n in (a_name, b_name))
 
         def mm(m, n, k, dst):
             return [Call("matmul_tiles", (ca, cbb, self.queue_pos(a_name, m, k), b_index(k, n), Dst(dst)), note)]
 
+        def mm_block(m, n, rt, ct):
+            """DST[0 .. rt * ct) += the rt x ct output tiles at (m, n), over every K tile."""
+            dims = (Lit("0"), ct, rt, kt)
+            return [reconfig, Call("matmul_block_init", (ca, cbb, *dims), note)], loop("kt", kt, lambda k: [Call(
+                "matmul_block", (ca, cbb, self.queue_pos(a_name, m, k), b_index(k, n), Dst(0), *dims), note)])
+
         if c_name == self.dst_frag:
+            if row_major and mt * nt > 1:
+                binit, body = mm_block(0, 0, mt, nt)
+                return {"compute": waits + binit + body}
             body = loop("mt", mt, lambda m: loop("nt", nt, lambda n: loop("kt", kt, lambda k: mm(m, n, k, m * nt + n))))
             return {"compute": waits + init + body}
         if not self.full[c_name]:
@@ -360,9 +375,12 @@ class LowerToProgram:
         sh, sw = c["subblock"]
         sub = sh * sw
         l1_acc = c.get("accumulate") == "packer_l1"
+        block = row_major and sub > 1
+        if block:
+            init = mm_block(0, 0, sh, sw)[0]
 
         def subblock(sm, sn):
-            math = loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
+            math = mm_block(sm * sh, sn * sw, sh, sw)[1] if block else loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
                 "kt", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
             if l1_acc:    # the partials stay in L1: pop them so the pack lands on their pages and adds to them
                 why = f"the packer adds this {sh}x{sw} subblock to its partial sums in place"

@@ -67,6 +67,7 @@ from ..errors import TTError
 from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf
 from ..schedule import lattice_rect, make_schedule_spec
 from ..target import TTOptions
+from .tensorize import _subblock
 from .common import TileOps, decode_region, is_call_to, is_global, prim_func_pass, static_shape, tile_op_call
 
 
@@ -464,7 +465,8 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
 def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:
     """The roofline of the lattice with its ``H x W`` rectangles fused as ``candidate`` = (h, w, f), at the
     performance model's rates (``device.PERF``): max of a core's FPU, unpack and pack time and the DRAM time.
-    Every tile-MAC unpacks an A and a B tile; a fused accumulator too large for DST is packed once per fused K
+    Every tile-MAC unpacks an A and a B tile (B transposed: matmul_tiles) or an ``h x w`` DST subblock unpacks
+    ``h + w`` tiles per K tile (matmul_block); a fused accumulator too large for DST is packed once per fused K
     step (``steps / f`` per block) with packer L1 accumulation (``pack_l1_acc_cost``) or, with ``packer_l1_acc``
     off, reloaded (unpacked) and packed; A is read ``W / w`` times, B ``H / h`` times."""
     (H, W), (h, w, f) = rect, candidate
@@ -475,10 +477,14 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
     kb = math.ceil(int(static_shape(g.a)[0 if g.trans_a else 1]) / 32)
     macs = H * W * mt * nt * steps * kb
     fpu = macs * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
-    unpack = macs * (g.a.dtype.bits + g.b.dtype.bits) * 128
+    fp32 = str(g.c.dtype) == "float32"
+    if g.trans_b:    # matmul_tiles: an A and a B tile per tile-MAC
+        unpack = macs * (g.a.dtype.bits + g.b.dtype.bits) * 128
+    else:            # matmul_block over each DST subblock: sh A tiles and sw B tiles per sh * sw tile-MACs
+        sh, sw = _subblock(h * mt, w * nt, dev.dst_capacity(fp32))
+        unpack = macs * (sh * g.a.dtype.bits + sw * g.b.dtype.bits) * 128 // (sh * sw)
     dram = steps * kb * 128 * (gy * mt * g.a.dtype.bits * (W // w) + gx * nt * g.b.dtype.bits * (H // h))
     pack = 0.0
-    fp32 = str(g.c.dtype) == "float32"
     if h * w * mt * nt > dev.dst_capacity(fp32):    # CB resident: every fused K step re-packs the whole block
         partials = H * W * mt * nt * (steps // f) * 1024 * g.c.dtype.bits // 8
         if l1_acc and str(g.c.dtype) in ("float32", "bfloat16"):

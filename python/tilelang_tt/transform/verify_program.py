@@ -12,7 +12,8 @@ Errors: TTVerifyError naming the rule, the kernel, the op and the TileLang state
                 its consumer kernel pops
   dst-capacity  every DST index is below the capacity of the kernel's accumulation mode
   dst-phase     math between ``tile_regs_acquire``/``commit``, packs between ``tile_regs_wait``/``release``
-  init          every tile op runs after its own init (same operands) on its unit (FPU or SFPU)
+  init          every tile op runs after its own init (same operands; matmul_block: the same block shape) on
+                its unit (FPU or SFPU)
   reconfig-order a data-format reconfiguration of the unpacker is followed by a new FPU init before the
                 next FPU op (the LLK asserts this order)
   src-format    SrcA / SrcB / the packer are configured for the format of the CB an op reads or packs, and
@@ -214,6 +215,12 @@ class _Verifier:
         if have is None or have[0] != spec.init or any(have[1][i] != c.args[i] for i in spec.init_args):
             self.fail("init", f"{c.op} without {spec.init} for its operands (last init: "
                               f"{have[0] if have else 'none'})", c)
+        if c.op == "matmul_block":
+            shape, init_shape = (", ".join(getattr(a, "text", str(a)) for a in args)
+                                 for args in (c.args[5:9], have[1][2:6]))
+            if shape != init_shape:
+                self.fail("init", f"matmul_block with (transpose, ct, rt, kt) = ({shape}) after matmul_block_init "
+                                  f"for ({init_shape})", c)
         srcs = _SOURCES.get(c.op, ("srca", "srcb") if spec.unit == "fpu" else ())
         for reg, a in zip(srcs, c.args):
             if self.state[reg] != self.fmt(a):
@@ -223,6 +230,7 @@ class _Verifier:
 
 # The source registers an FPU op unpacks its CB operands through (in argument order); default SrcA, SrcB.
 _SOURCES = {"copy_tile": ("srca",), "transpose_tile": ("srca",), "matmul_tiles": ("srcb", "srca"),
+            "matmul_block": ("srcb", "srca"),
             "reduce_tile_sum_row": ("srcb", "srca"),   # REDUCE_ROW SUM: the scaler in SrcA, the data in SrcB
             **{f"unary_bcast_{d}": ("srcb",) for d in ("rows", "cols", "scalar")}}
 
@@ -231,7 +239,7 @@ def _init_sources(op: str) -> tuple:
     """The source registers an FPU init configures its CB operands for, in argument order."""
     if op in ("copy_init", "transpose_init"):
         return ("srca",)
-    if op == "matmul_init":                       # in0 -> SrcB, in1 -> SrcA
+    if op in ("matmul_init", "matmul_block_init"):   # in0 -> SrcB, in1 -> SrcA
         return ("srcb", "srca")
     if op.startswith("unary_bcast_init_"):        # the broadcast modes unpack through SrcB
         return ("srcb",)

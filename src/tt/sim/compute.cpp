@@ -267,7 +267,10 @@ void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char*
     require_started(c, line);
     if (kind == Init::Sfpu) return;   // SFPU inits touch neither the unpacker nor the packer's edge mask
     require_no_reduce(c, line, (std::string(name) + "()").c_str());
-    if (kind == Init::Matmul) c.matmul_transpose = flag;
+    if (kind == Init::Matmul) {   // matmul_block_init sets its block shape after this
+        c.matmul_transpose = flag;
+        c.mm_ct = c.mm_rt = c.mm_kt = 0;
+    }
     cb_of(cb_a, line);
     cb_of(cb_b, line);
     switch (kind) {
@@ -319,6 +322,27 @@ void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     }
     c.defined[dst] = true;
     cur().core->counters.tile_ops++;
+}
+
+void matmul_block_dims(uint32_t ct, uint32_t rt, uint32_t kt, uint32_t line) {
+    ComputeState& c = cs(line);
+    c.mm_ct = ct;
+    c.mm_rt = rt;
+    c.mm_kt = kt;
+}
+
+void matmul_block(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t transpose, uint32_t ct,
+                  uint32_t rt, uint32_t kt, uint32_t line) {
+    ComputeState& c = cs(line);
+    if (ct != c.mm_ct || rt != c.mm_rt || kt != c.mm_kt || transpose != c.matmul_transpose) {
+        kernel_error(line, format("matmul_block(transpose=%u, ct_dim=%u, rt_dim=%u, kt_dim=%u) after a matmul init "
+                                  "configured for transpose=%u, ct_dim=%u, rt_dim=%u, kt_dim=%u (matmul_block_init "
+                                  "sets the unpacker's and math's block loops; call it with the same block shape)",
+                                  transpose, ct, rt, kt, c.matmul_transpose, c.mm_ct, c.mm_rt, c.mm_kt));
+    }
+    for (uint32_t r = 0; r < rt; ++r) {
+        for (uint32_t col = 0; col < ct; ++col) matmul_tiles(in0, in1, t0 + r * kt, t1 + col, dst + r * ct + col, line);
+    }
 }
 
 void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t tb, uint32_t dst, uint32_t line) {

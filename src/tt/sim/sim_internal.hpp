@@ -211,6 +211,8 @@ struct ComputeState {
     uint32_t reduce_line = 0;
     // pack_reconfig_l1_acc(1): pack_tile adds DST to the tile already in L1 (in the CB's format) until (0)
     bool l1_acc = false;
+    // matmul_block_init's (ct, rt, kt); all 0 when the last matmul init was matmul_init
+    uint32_t mm_ct = 0, mm_rt = 0, mm_kt = 0;
 };
 
 struct Task {

@@ -152,6 +152,18 @@ inline void matmul_tiles(uint32_t in0_cb_id, uint32_t in1_cb_id, uint32_t in0_ti
                          uint32_t idst, TT_SIM_LINE) {
     tt_sim::matmul_tiles(in0_cb_id, in1_cb_id, in0_tile_index, in1_tile_index, idst, line);
 }
+// matmul_block: DST[idst + r * ct_dim + c] += in0[in0_tile_index + r * kt_dim] @ in1[in1_tile_index + c]
+inline void matmul_block_init(uint32_t in0_cb_id, uint32_t in1_cb_id, const uint32_t transpose = 0, uint32_t ct_dim = 1,
+                              uint32_t rt_dim = 1, uint32_t kt_dim = 1, uint32_t call_line = __builtin_LINE()) {
+    tt_sim::op_init(tt_sim::Init::Matmul, in0_cb_id, in1_cb_id, transpose, "matmul_block_init", call_line);
+    tt_sim::matmul_block_dims(ct_dim, rt_dim, kt_dim, call_line);
+}
+inline void matmul_block(uint32_t in0_cb_id, uint32_t in1_cb_id, uint32_t in0_tile_index, uint32_t in1_tile_index,
+                         uint32_t idst, const uint32_t transpose, uint32_t ct_dim, uint32_t rt_dim, uint32_t kt_dim,
+                         uint32_t call_line = __builtin_LINE()) {
+    tt_sim::matmul_block(in0_cb_id, in1_cb_id, in0_tile_index, in1_tile_index, idst, transpose, ct_dim, rt_dim, kt_dim,
+                         call_line);
+}
 
 // ---- FPU binary (eltwise_binary.h) -----------------------------------------------------------------------
 inline void add_init(uint32_t icb0, uint32_t icb1, bool acc_to_dest = false, uint32_t call_line = __builtin_LINE()) {

@@ -73,6 +73,11 @@ void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char*
 void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
 void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line);
 void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t line);
+// matmul_block_init's block shape (the LLK configures its unpack/math loops for it); matmul_block must match it and
+// the init's transpose, and runs ct x rt matmul_tiles (DST[dst + r * ct + c] += in0[t0 + r * kt] @ in1[t1 + c]).
+void matmul_block_dims(uint32_t ct, uint32_t rt, uint32_t kt, uint32_t line);
+void matmul_block(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t dst, uint32_t transpose, uint32_t ct,
+                  uint32_t rt, uint32_t kt, uint32_t line);
 
 enum class Binary : uint8_t { Add, Sub, Mul, Div, RSub, Max, Min, Lt, Gt, Le, Ge, Eq, Ne, Pow };
 void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t tb, uint32_t dst, uint32_t line);
