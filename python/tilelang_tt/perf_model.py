@@ -382,7 +382,15 @@ def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
         raise StaticCountError(f"{path} does not exist")
     if plan["schedule"].get("dynamic") or not plan["mapping"]:
         raise StaticCountError("the schedule is computed at launch (symbolic shapes)")
-    kernels = _parse_program(path.read_text())
+    # every emulate() models its run from these counts: counted once per (program, plan), copied per caller
+    works = _static_work(path.read_text(), json.dumps(plan, sort_keys=True))
+    return [dataclasses.replace(w, ops=Counter(w.ops)) for w in works]
+
+
+@functools.lru_cache(maxsize=16)
+def _static_work(program: str, plan_text: str) -> tuple[CoreWork, ...]:
+    plan = json.loads(plan_text)
+    kernels = _parse_program(program)
     counter = _Counter({cb["name"]: cb["page_size"] for cb in plan["cbs"]},
                        {b["name"]: b for b in plan["buffers"]})
     counter.mcast_axis = {g["name"]: g["axis"] for g in plan.get("multicast", {}).get("groups", [])}
@@ -401,7 +409,7 @@ def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
             cache[key] = w
         proto = cache[key]
         works.append(dataclasses.replace(proto, core=tuple(entry["core"]), ops=Counter(proto.ops)))
-    return works
+    return tuple(works)
 
 
 # ---- per-core counts from the emulator's counters -----------------------------------------------------------
