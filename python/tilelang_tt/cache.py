@@ -70,14 +70,20 @@ def template_bytecode_cache():
     return jinja2.FileSystemBytecodeCache(str(where))
 
 
-def _fingerprint_files(root: Path) -> list[tuple[str, Path]]:
+def _fingerprint_files(root: Path) -> list[tuple[str, Path, os.stat_result]]:
+    """(relative path, path, stat) of the fingerprinted files, sorted: one os.walk, pruning bytecode and the built
+    emulator (``_sim/``)."""
     files = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.suffix in _FINGERPRINT_SUFFIXES and "__pycache__" not in rel and not rel.startswith("_sim/") \
-                and path.is_file():
-            files.append((rel, path))
-    return files
+    for parent, dirs, names in os.walk(root):
+        rel_parent = Path(parent).relative_to(root).as_posix()
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (rel_parent == "." and d == "_sim")]
+        for name in names:
+            if name.endswith(_FINGERPRINT_SUFFIXES):
+                path = Path(parent, name)
+                st = path.stat()
+                rel = name if rel_parent == "." else f"{rel_parent}/{name}"
+                files.append((rel, path, st))
+    return sorted(files, key=lambda f: f[0])
 
 
 @lru_cache(maxsize=1)
@@ -96,8 +102,7 @@ def fingerprint(root: Path, memo: Path) -> str:
     files = _fingerprint_files(root)
     stats = hashlib.sha256()
     newest = 0
-    for rel, path in files:
-        st = path.stat()
+    for rel, _, st in files:
         stats.update(f"{rel}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
         newest = max(newest, st.st_mtime_ns)
     signature = stats.hexdigest()
@@ -111,7 +116,7 @@ def fingerprint(root: Path, memo: Path) -> str:
     except (OSError, ValueError, AttributeError):
         pass
     h = hashlib.sha256()
-    for rel, path in files:
+    for rel, path, _ in files:
         h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     digest = h.hexdigest()
     if not settled:

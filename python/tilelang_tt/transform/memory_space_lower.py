@@ -346,8 +346,14 @@ class _Lowerer(ParallelLower):
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, None, stmt.annotations)
         if isinstance(stmt, tirx.Bind):
             # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on; float
-            # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them
-            self.analyzer.bind(stmt.var, stmt.value)
+            # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them. A value
+            # `x % c` (the persistent loop's block column, `(start_id + n) % gx`) is known by its range [0, c):
+            # binding the expression costs TVM's analyzer ~15 ms a compile and proves nothing more about windows.
+            value = stmt.value
+            if isinstance(value, tirx.FloorMod) and isinstance(value.b, tirx.IntImm) and int(value.b) > 0:
+                self.analyzer.bind(stmt.var, tvm.ir.Range(0, value.b))
+            else:
+                self.analyzer.bind(stmt.var, value)
             if stmt.var.dtype.startswith(("float", "bfloat")) and isinstance(fold_constants(stmt.value), tirx.FloatImm):
                 self.scalars[stmt.var] = fold_constants(stmt.value)
             return stmt
