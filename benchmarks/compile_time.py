@@ -176,7 +176,7 @@ def main() -> int:
         print(f"{title:58s} {_ms(tt['cold'])} {_ms(cuda['cold'])} {tt['cold'] / cuda['cold']:5.2f}x "
               f"{_ms(tt['warm'])} {_ms(cuda['warm'])} {tt['warm'] / cuda['warm']:5.2f}x "
               f"{_ms(pre['cold'])} {pre['cold'] / cuda['cold']:5.2f}x")
-    print("* TT cold with tilelang_tt's compiler modules (pipeline, codegen, Jinja2, jsonschema) imported before the "
+    print("* TT cold with tilelang_tt's compiler modules (pipeline, codegen, Jinja2) imported before the "
           "clock starts, as TileLang's CUDA modules are by `import tilelang`")
 
     print("\npersistent compile cache (same kernel, two fresh processes sharing an empty cache; templates primed; "
