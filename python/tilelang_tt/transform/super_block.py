@@ -135,6 +135,7 @@ class _Gemm:
             raise _NoMatch("the K loop holds more than tile copies and a gemm")
         gemms = [c for c in calls if c.op.same_as(TileOps.gemm)]
         copies = [c for c in calls if c.op.same_as(TileOps.copy)]
+        self.copy_options = list(copies[0].args[2:]) if copies else []   # a T.copy's arguments after its regions
         if len(gemms) != 1 or len(copies) + 1 != len(calls):
             raise _NoMatch("the K loop holds more than tile copies and one gemm")
         self.gemm = gemms[0]
@@ -201,22 +202,22 @@ class _Gemm:
         """An epilogue with more than copies (a T.Parallel bias / activation, a cast): fused blocks run it unchanged
         per user block on a copy of that block's window of the accumulator (``_fuse``), so it only has to stay off
         the K loop's operand buffers (fusion resizes them) and write some global tensor."""
-        touched, globals_written = set(), []
+        touched, globals_written = [], []
 
         def visit(node):
             if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
-                touched.add(node.buffer.name)
+                touched.append(node.buffer)
                 if isinstance(node, tirx.BufferStore) and is_global(node.buffer):
                     globals_written.append(node.buffer)
             elif isinstance(node, tirx.Var) and node.same_as(self.loop.loop_var):
-                touched.add(node.name)
+                touched.append(node)
 
         for s in self.epilogue:
             tirx.stmt_functor.post_order_visit(s, visit)
             cp = tile_op_call(s)
             if cp is not None and cp.op.same_as(TileOps.copy) and is_global(decode_region(cp.args[1]).buffer):
                 globals_written.append(decode_region(cp.args[1]).buffer)
-        if touched & {b.name for b in operands} or self.loop.loop_var.name in touched:
+        if any(t.same_as(o) for t in touched for o in [*operands, self.loop.loop_var]):
             raise _NoMatch("the epilogue reads the K loop's operand buffers or its variable")
         if not globals_written:
             raise _NoMatch("the epilogue stores no tensor")
@@ -300,12 +301,9 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
         # accumulator, in the accumulator's scope and of the user's shape.
         block_c = tirx.decl_buffer([g.bm, g.bn], g.c.dtype, f"{g.c.name}_block", scope=g.c.scope())
         new[block_c.name] = block_c
-        copy_args = list(tile_op_call(next(s for s in (list(g.loop.body.seq) if isinstance(g.loop.body, tirx.SeqStmt)
-                                                       else [g.loop.body])
-                                           if tile_op_call(s).op.same_as(TileOps.copy))).args[2:])
         window = _region(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], 1)
         epilogue.append(tirx.Evaluate(tirx.Call("handle", TileOps.copy,
-                                                [window, _region(block_c, [0, 0], [g.bm, g.bn], 2)] + copy_args)))
+                                                [window, _region(block_c, [0, 0], [g.bm, g.bn], 2)] + g.copy_options)))
         epilogue += [_swap_buffer(_subst(s, per_block), g.c, block_c) for s in g.epilogue]
     for s in (g.epilogue if h * w > 1 and not g.staged else []):
         c = tile_op_call(s)
