@@ -3,8 +3,8 @@ cache across processes, the import time of tilelang_tt, and the dict target form
 
 Run: .venv/bin/python benchmarks/compile_time.py [--repeat N] [--only GEMM,softmax]
 No GPU or TT device is needed. Every "cold" number is the first compile in a fresh process (imports excluded,
-so lazy imports and first-use setup are included), the median over N fresh processes (one process is too noisy
-on a shared 2-core machine: +-50%); "warm" is the median of N further compiles in the first of them, with
+so lazy imports and first-use setup are included), the median over N fresh processes, the backends' processes
+interleaved (one process is too noisy on a shared 2-core machine: +-50%); "warm" is the median of N further compiles in the first of them, with
 TileLang's cache disabled so each one lowers again. The cache rows are medians over N pairs of processes. tilelang-tt is timed through ``tilelang.compile``
 (lowering, codegen, plan validation and writing the artifact); CUDA through ``tilelang.lower(func, "cuda")``.
 A kernel the TT backend cannot compile yet prints "unsupported: <error>" in its row.
@@ -108,28 +108,44 @@ def worker(backend: str, case: str, repeat: int, target: str | None) -> dict:
     return out
 
 
+def _base_env() -> dict:
+    """The caller's environment with bytecode cached as in any install (pip compiles TileLang's at install time,
+    ours is written on first import): a PYTHONDONTWRITEBYTECODE would recompile each edited module per process."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _spawn(args: list[str], env: dict | None = None) -> dict:
     proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
+                          env={**_base_env(), **(env or {})})
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1][:100] if proc.stderr.strip() else "crashed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _cold(backend: str, case: str, repeat: int, env: dict) -> dict:
-    """The first process's result (cold, warm) with ``cold`` the median over ``repeat`` fresh processes (the
-    others compile once)."""
-    runs = [_spawn(["--worker", backend, case, "--repeat", str(repeat)], env)]
-    if "error" in runs[0]:
-        return runs[0]
-    runs += [_spawn(["--worker", backend, case, "--repeat", "0"], env) for _ in range(repeat - 1)]
-    return {**runs[0], "cold": statistics.median(r["cold"] for r in runs if "cold" in r)}
+def _cold_rows(case: str, backends: tuple, repeat: int, env: dict) -> dict:
+    """Per backend: the first process's result (cold, warm) with ``cold`` the median over ``repeat`` fresh
+    processes (the others compile once). The backends' processes are interleaved round by round, so a load change
+    on the machine reaches every backend alike."""
+    rows: dict = {}
+    for i in range(repeat):
+        for backend in backends:
+            if "error" in rows.get(backend, {}):
+                continue
+            run = _spawn(["--worker", backend, case, "--repeat", str(repeat if i == 0 else 0)], env)
+            if "error" in run:
+                rows[backend] = run
+                continue
+            rows.setdefault(backend, {**run, "colds": []})["colds"].append(run["cold"])
+    for row in rows.values():
+        if "colds" in row:
+            row["cold"] = statistics.median(row.pop("colds"))
+    return rows
 
 
 def _import_times(repeat: int) -> tuple[float, float]:
     code = ("import time; t0 = time.perf_counter(); import tilelang; t1 = time.perf_counter(); import tilelang_tt; "
             "t2 = time.perf_counter(); print(t1 - t0, t2 - t1)")
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split()
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_base_env()).stdout.split()
             for _ in range(repeat)]
     return statistics.median(float(r[0]) for r in runs), statistics.median(float(r[1]) for r in runs)
 
@@ -162,9 +178,8 @@ def main() -> int:
           f"{'ratio':>6s} {'TT cold*':>11s} {'ratio*':>6s}")
     for case in cases:
         title = CASES[case][0]
-        tt = _cold("tt", case, args.repeat, env)
-        pre = _cold("tt-preloaded", case, args.repeat, env)
-        cuda = _cold("cuda", case, args.repeat, env)
+        rows = _cold_rows(case, ("tt", "tt-preloaded", "cuda"), args.repeat, env)
+        tt, pre, cuda = rows["tt"], rows["tt-preloaded"], rows["cuda"]
         if "error" in tt:
             cuda_text = (f"(CUDA failed too: {cuda['error']})" if "error" in cuda
                          else f"(CUDA cold {_ms(cuda['cold'])}, warm {_ms(cuda['warm'])})")

@@ -132,15 +132,15 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     if target is not None:
         mod = tirx.transform.BindTarget(target)(mod)
     _dump(mod, 0, "Input")
-    mod = IRModule({gv: f.with_attr(attrs.OPTIONS, {**options.as_dict(), **compute_config.resolve(f, options)})
-                    .with_attr(attrs.DEVICE, options.arch)
-                    .with_attr(attrs.SOURCE, source_of(f)) for gv, f in mod.functions.items()})
+    mod = IRModule({gv: attrs.put(f, {attrs.OPTIONS: {**options.as_dict(), **compute_config.resolve(f, options)},
+                                      attrs.DEVICE: options.arch, attrs.SOURCE: source_of(f)})
+                    for gv, f in mod.functions.items()})
     for step, (name, fn) in enumerate(passes(options), start=1):
         mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})
         _dump(mod, step, name)
     # TileLang runs generic device passes (LowerIntrin, Simplify) before codegen; they would inline the
     # (by, bx) binds the kernels name. Codegen reads the function exactly as the TT passes left it.
-    return IRModule({gv: f.with_attr(attrs.LOWERED, f).with_attr("calling_conv", DEVICE_KERNEL_LAUNCH)
+    return IRModule({gv: attrs.put(f, {attrs.LOWERED: f, "calling_conv": DEVICE_KERNEL_LAUNCH})
                      for gv, f in mod.functions.items()})
 
 

@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import tvm_ffi
 from tvm.target import Target
 
 from .device import DEFAULT_ARCH, DEVICES, DeviceProfile, get_device
@@ -119,7 +120,8 @@ def make_tt_target(options: TTOptions) -> Target:
     for name, value in sorted(options.as_dict().items()):
         if name != "arch" and value is not None:
             keys.append(f"{_OPT_PREFIX}{name}={value}")
-    return Target({"kind": "ext_dev", "keys": keys, "device": "tt", "model": options.arch})
+    # a Map, not a dict: Target(dict) converts through tvm_ffi.convert, ~3 ms of ABC checks the first time (attrs.put)
+    return Target(tvm_ffi.Map({"kind": "ext_dev", "keys": keys, "device": "tt", "model": options.arch}))
 
 
 def is_tt_target(target: Target) -> bool:

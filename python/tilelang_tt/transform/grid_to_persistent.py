@@ -203,11 +203,9 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     out = tirx.PrimFunc(new_params, loop, func.ret_type, func.buffer_map, func.attrs, func.span)
     schedule_attr = {**spec.as_dict(), "num_cores": len(sched.cores), "common_args": dict(sched.common_args),
                      "mapping": sched.mapping_json(), "dynamic": dynamic}
-    out = out.with_attr(attrs.GRID, [grid_y, grid_x])
-    out = out.with_attr(attrs.SCHEDULE, schedule_attr)
-    out = out.with_attr(attrs.RUNTIME_ARGS, list(sched.runtime_arg_names))
-    out = out.with_attr(attrs.SHAPE_ARGS, [v.name for v in symbolic])
-    return out
+    return attrs.put(out, {attrs.GRID: [grid_y, grid_x], attrs.SCHEDULE: schedule_attr,
+                           attrs.RUNTIME_ARGS: list(sched.runtime_arg_names),
+                           attrs.SHAPE_ARGS: [v.name for v in symbolic]})
 
 
 class _DynamicSchedule:

@@ -578,7 +578,7 @@ def memory_space_lower(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimF
     body = lowerer.lower(func.body, 2)
     table = lowerer.cb_table()
     body = _resolve_names(body, table)
-    return func.with_body(body).with_attr(attrs.CB, table)
+    return attrs.put(func.with_body(body), {attrs.CB: table})
 
 
 def MemorySpaceLowerTT(device: DeviceProfile):

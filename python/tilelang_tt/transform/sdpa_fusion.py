@@ -567,7 +567,7 @@ def _fuse(func, options, grid, block, match, chunk_rows: int, chosen_by: str):
                                 allocs, block.match_buffers, block.annotations)
         func = func.with_body(_replace_block(func.body, block, new_block))
     logger.info("SDPAFusionTT: %s", info)
-    return func.with_attr(attrs.SDPA, info)
+    return attrs.put(func, {attrs.SDPA: info})
 
 
 def _has_mask(match: _Match) -> bool:

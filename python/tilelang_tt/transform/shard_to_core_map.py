@@ -106,8 +106,7 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> t
         cores = [[i // device_cols, i % device_cols] for i in range(n)]
     else:
         cores = [[int(c) for c in m["core"]] for m in schedule["mapping"]]
-    out = func.with_attr(attrs.CORE_RANGES, core_ranges(cores, device_cols))
-    return out.with_attr(attrs.SHARDS, shards)
+    return attrs.put(func, {attrs.CORE_RANGES: core_ranges(cores, device_cols), attrs.SHARDS: shards})
 
 
 def TTShardToCoreMap(device_cols: int, l1_bytes: int):

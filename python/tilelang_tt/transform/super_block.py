@@ -456,8 +456,8 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     out, h, w, f = chosen
     if source == "automatic" and not _lattice_pays(func, gemm, options, (gy, gx), (H, W), (h, w), usable):
         return func
-    return out.with_attr(attrs.SUPER_BLOCK, {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn],
-                                             "grid": [gy, gx], "multicast": source})
+    return attrs.put(out, {attrs.SUPER_BLOCK: {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn],
+                                               "grid": [gy, gx], "multicast": source}})
 
 
 def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:

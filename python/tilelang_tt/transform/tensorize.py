@@ -333,8 +333,7 @@ def tensorize(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
     options = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
     t.choose_residency(bool(options.get("packer_l1_acc", True)))
     options["fp32_dest_acc"] = t.fp32_acc
-    return (func.with_body(body).with_attr(attrs.CB, t.cb).with_attr(attrs.TENSORIZED, True)
-            .with_attr(attrs.OPTIONS, options))
+    return attrs.put(func.with_body(body), {attrs.CB: t.cb, attrs.TENSORIZED: True, attrs.OPTIONS: options})
 
 
 def TensorizeTT(device: DeviceProfile):

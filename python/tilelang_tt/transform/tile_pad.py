@@ -436,7 +436,7 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
                             f"tile buffer {buf.name} has shape {list(_dims(buf))}: an extent above 32 that is not a "
                             "multiple of 32 makes blocks straddle 32x32 tiles", construct=f"buffer {buf.name}",
                             source=src, fix=f"use {lo} or {hi} (or an extent that divides 32)")
-    return func.with_attr(attrs.PADDING, padding)
+    return attrs.put(func, {attrs.PADDING: padding})
 
 
 def TilePadTT():

@@ -353,7 +353,7 @@ def unpack_weights(func: tirx.PrimFunc) -> tirx.PrimFunc:
                              "factor": factor, "table": table, "expr": describe(sites[0][0])}
     if not records:
         return func
-    return _rewrite(func, replace, widen, src).with_attr(attrs.HOST_UNPACK, records)
+    return attrs.put(_rewrite(func, replace, widen, src), {attrs.HOST_UNPACK: records})
 
 
 def _rewrite(func, replace, widen, src):
