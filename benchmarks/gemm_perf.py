@@ -7,7 +7,8 @@ For bf16 GEMM M=N=K in 512..8192 on wormhole_b0 (8x8) and blackhole (11x10), wit
 figure (wormhole: tt-metal's tuned BF16-HiFi2 n150 8x8 at the same size; blackhole: the best published 11x10
 BF16-HiFi2 DRAM figure, 253 TFLOPS, for every size). The model's own error against those anchors is in
 docs/perf_model.md. The table compiles with the defaults, so SuperBlockTT's automatic multicast and per-core
-super-blocks apply where the grid allows (column "fused": the h x w user blocks fused per core, "-" for none).
+super-blocks apply where the grid allows (column "fused": the h x w user blocks fused per core, "-" for none);
+the columns after "|" model the same kernel compiled with ``-multicast=false`` (the contiguous split, block by block).
 Then, for 4096^3 on wormhole_b0, DRAM bytes read + written from a protocol-only tt-sim run against the A + B + C
 minimum: without multicast (target option multicast=false: the contiguous split, block by block) and with the
 automatic choice (TTMulticastReuse's 2-D multicast, A along core rows and B down core columns, of per-core
@@ -47,19 +48,22 @@ def main() -> int:
     args = parser.parse_args()
     t_start = time.perf_counter()
     print(f"{'arch':12s} {'blocks':20s} {'M=N=K':>6s} {'model us':>10s} {'TFLOPS':>8s} {'bound':>7s} "
-          f"{'anchor':>7s} {'ratio':>6s} {'DRAM MB':>9s} {'x min':>6s} {'fused':>6s}")
+          f"{'anchor':>7s} {'ratio':>6s} {'DRAM MB':>9s} {'x min':>6s} {'fused':>6s} | {'no mcast':>8s} {'bound':>7s} "
+          f"{'DRAM MB':>9s} {'x min':>6s}")
     kernels = {}
     for arch in ("wormhole_b0", "blackhole"):
         for label, make in BLOCKS.items():
             for n in SIZES:
                 kernel = tilelang.compile(make(n), target=f"tt -arch={arch}")
+                plain = tilelang.compile(make(n), target=f"tt -arch={arch} -multicast=false").report["model"]
                 model = kernel.report["model"]
                 anchor = WH_ANCHOR[n] if arch == "wormhole_b0" else BH_ANCHOR
                 minimum = 3 * n * n * 2
                 print(f"{arch:12s} {label:20s} {n:6d} {model['seconds'] * 1e6:10.1f} {model['tflops']:8.2f} "
                       f"{model['bound']:>7s} {anchor:7.2f} {model['tflops'] / anchor:6.3f} "
                       f"{model['dram_bytes'] / 1e6:9.1f} {model['dram_bytes'] / minimum:6.1f} "
-                      f"{_fused(kernel):>6s}", flush=True)
+                      f"{_fused(kernel):>6s} | {plain['tflops']:8.2f} {plain['bound']:>7s} "
+                      f"{plain['dram_bytes'] / 1e6:9.1f} {plain['dram_bytes'] / minimum:6.1f}", flush=True)
                 kernels[(arch, label, n)] = kernel
     print("(modeled, not measured: perf_model.py; counts from the static walk of each artifact's tt.program.txt)")
     ref = pm.evaluate(pm.mcast_2d_gemm_work(4096, 4096, 4096, (8, 8)), "wormhole_b0", "HiFi2", "reference")
