@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     run = sub.add_parser("run", help="run an artifact on tt-sim (the CPU emulator) with inputs from .npy files")
     run.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input tensor")
-    run.add_argument("--seed", type=int, default=None, help="seeded random normal values for inputs not given")
+    run.add_argument("--seed", type=int, default=None,
+                     help="seeded random values for inputs not given (normal; integer tensors: uniform)")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="a symbolic dimension")
     run.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE", help="a scalar kernel parameter")
     run.add_argument("--out", required=True, type=Path, help="directory for NAME.npy outputs and report.json")

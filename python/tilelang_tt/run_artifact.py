@@ -1,13 +1,17 @@
 """``tilelang-tt run ARTIFACT_DIR``: run an artifact directory on tt-sim with inputs from ``.npy`` files.
 
-Inputs come from ``--input NAME=FILE.npy`` (row-major, the logical shape of the plan's buffer NAME; bfloat16
-buffers take any float array and round to nearest even) or, for every input not given, from a seeded normal
-distribution (``--seed N``). Symbolic dimensions (T.dynamic) come from the given inputs or ``--dim NAME=VALUE``.
-``--out DIR`` receives ``NAME.npy`` for every output (bfloat16 as float32), ``inputs/NAME.npy`` for every input
-used, and ``report.json`` (the emulator's counters, the inputs' sources, and on failure the error).
+Inputs come from ``--input NAME=FILE.npy`` (row-major, the logical shape of the plan's buffer NAME) or, for every
+input not given, from seeded random values (``--seed N``). What a tensor takes follows its plan entry: float
+tensors take any real array (bfloat16: rounded to nearest even; Bfp8_b / Bfp4_b: rounded to the block-float
+format by tt-metal's host conversion) and random normal values; int8 weights and packed sub-byte weights
+(``host_unpack``: the packed tensor of the packed shape, unpacked by the host) take exactly the integer dtype the
+plan names and random uniform values of it. Symbolic dimensions (T.dynamic) come from the given inputs or
+``--dim NAME=VALUE``. ``--out DIR`` receives ``NAME.npy`` for every output (bfloat16 and block-float as float32),
+``inputs/NAME.npy`` for every input used, and ``report.json`` (the emulator's counters, the inputs' sources, and
+on failure the error).
 
 Exit status: 0 when the run passes; 1 when the emulator's sanitizer stops it (its message on stderr); 2 when
-the artifact or an input is unusable (missing file, wrong shape, unknown name).
+the artifact or an input is unusable (missing file, wrong shape or dtype, unknown name, unreadable format).
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .device import FORMATS, TILE_FORMATS
 from .errors import TTError
 
-# TT format -> NumPy dtype of the .npy files written and of random inputs
-_HOST_DTYPE = {"Float16_b": np.float32, "Float32": np.float32, "Float16": np.float16}
+# TT format -> NumPy dtype of the .npy files written and of random inputs: a float format, the NumPy float of its
+# TileLang dtype (float32 where NumPy has none: bfloat16); a block-float format, float32 (inputs are rounded into
+# it on the way in, outputs decoded). Integer formats are not readable.
+_HOST_DTYPE = {f.name: np.dtype(getattr(np, dtype, np.float32)) for dtype, f in FORMATS.items() if f.kind == "float"}
+_HOST_DTYPE.update({name: np.dtype(np.float32) for name, f in TILE_FORMATS.items() if f.kind == "bfp"})
 STRICT_ENV = "TT_SIM_STRICT"
 
 
@@ -93,6 +101,51 @@ def prepare_scalars(plan: dict, scalars: dict[str, str]) -> dict[int, float | in
     return out
 
 
+@dataclass(frozen=True)
+class HostTensor:
+    """The tensor the caller passes for a plan buffer."""
+    shape: list              # plan dimensions (ints or symbolic names)
+    dtype: np.dtype          # NumPy dtype of the .npy files and random values
+    packed: dict | None      # the plan's host_unpack: the caller passes the packed weights
+
+    @property
+    def integer(self) -> bool:
+        """The caller's integers are used bit for bit: a file must hold exactly this dtype."""
+        return np.issubdtype(self.dtype, np.integer)
+
+    def wants(self, buf: dict, shape) -> str:
+        """What the artifact wants, for errors about an integer tensor."""
+        if self.packed:
+            p = self.packed
+            return (f"the packed {self.dtype} tensor {list(shape)} ({p['factor']} values per byte along axis "
+                    f"{p['axis']}, unpacked by the host into the int8 weights {buf['shape']})")
+        return f"{self.dtype} {list(shape)} (stored as {buf['format']})"
+
+
+def host_tensor(buf: dict) -> HostTensor:
+    """What ``tilelang-tt run`` reads and writes for plan buffer ``buf``: packed sub-byte weights (``host_unpack``)
+    as the packed tensor, int8 weights as int8, everything else in its format's ``_HOST_DTYPE``."""
+    if "host_unpack" in buf:
+        spec = buf["host_unpack"]
+        return HostTensor(spec["shape"], np.dtype(spec["dtype"]), spec)
+    if buf["format"] not in _HOST_DTYPE:
+        raise RunInputError(f"tensor {buf['name']} has format {buf['format']}, which `tilelang-tt run` cannot read "
+                            "or write", construct="tilelang-tt run")
+    dtype = np.dtype(getattr(np, buf["dtype"], np.float32))
+    return HostTensor(buf["shape"], dtype if np.issubdtype(dtype, np.integer) else _HOST_DTYPE[buf["format"]], None)
+
+
+def _wrong_shape(name: str, file: str, array: np.ndarray, host: HostTensor, buf: dict, shape: list) -> RunInputError:
+    if not host.packed:
+        return RunInputError(f"input {name}: {file} has shape {list(array.shape)}, the artifact was compiled for "
+                             f"{shape}", construct="tilelang-tt run")
+    unpacked = list(array.shape) == buf["shape"]
+    return RunInputError(f"input {name}: {file} has shape {list(array.shape)}, the artifact wants "
+                         f"{host.wants(buf, shape)}", construct="tilelang-tt run",
+                         fix="pass the packed tensor, not the unpacked weights" if unpacked else
+                             f"pass the packed weights: a {shape} array of {host.dtype}")
+
+
 def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: dict[str, str]):
     """(tensors by parameter index, where each input came from, the arrays of the inputs)."""
     buffers = {b["name"]: b for b in plan["buffers"]}
@@ -107,12 +160,16 @@ def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: di
         sizes = {k: int(v) for k, v in dims.items()}
     except ValueError:
         raise RunInputError(f"--dim values must be integers, got {dims}", construct="tilelang-tt run") from None
+    hosts = {name: host_tensor(buf) for name, buf in buffers.items()}
     loaded = {name: _load_npy(name, file) for name, file in files.items()}
-    for name, array in loaded.items():      # symbolic dimensions bound by the given inputs
-        want = buffers[name]["shape"]
+    for name, array in loaded.items():      # dtypes; symbolic dimensions bound by the given inputs
+        host, want = hosts[name], hosts[name].shape
+        if host.integer and array.dtype != host.dtype:
+            raise RunInputError(f"input {name}: {files[name]} holds {array.dtype}, the artifact wants "
+                                f"{host.wants(buffers[name], want)}", construct="tilelang-tt run",
+                                fix=f"save the tensor as {host.dtype}: np.save(FILE, x.astype(np.{host.dtype}))")
         if array.ndim != len(want):
-            raise RunInputError(f"input {name}: {files[name]} has shape {list(array.shape)}, the artifact was compiled "
-                                f"for {want}", construct="tilelang-tt run")
+            raise _wrong_shape(name, files[name], array, host, buffers[name], want)
         for w, got in zip(want, array.shape):
             if isinstance(w, str) and sizes.setdefault(w, int(got)) != got:
                 raise RunInputError(f"input {name}: {w}={got}, but {w}={sizes[w]} elsewhere",
@@ -120,33 +177,33 @@ def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: di
     rng = np.random.default_rng(seed)
     tensors, sources, used = {}, {}, {}
     for buf in plan["buffers"]:
-        name, fmt = buf["name"], buf["format"]
-        if fmt not in _HOST_DTYPE:
-            raise RunInputError(f"tensor {name} has format {fmt}, which `tilelang-tt run` cannot read or write",
-                                construct="tilelang-tt run")
-        missing = [d for d in buf["shape"] if isinstance(d, str) and d not in sizes]
+        name, host = buf["name"], hosts[buf["name"]]
+        missing = [d for d in host.shape if isinstance(d, str) and d not in sizes]
         if missing:
             raise RunInputError(f"tensor {name} has symbolic dimensions {missing} that no input fixes",
                                 construct="tilelang-tt run", fix=f"pass --dim {missing[0]}=VALUE or that input")
-        shape = tuple(sizes[d] if isinstance(d, str) else int(d) for d in buf["shape"])
+        shape = tuple(sizes[d] if isinstance(d, str) else int(d) for d in host.shape)
         if name in loaded:
             array = loaded[name]
             if tuple(array.shape) != shape:
-                raise RunInputError(f"input {name}: {files[name]} has shape {list(array.shape)}, the artifact was "
-                                    f"compiled for {list(shape)}", construct="tilelang-tt run")
+                raise _wrong_shape(name, files[name], array, host, buf, list(shape))
             sources[name] = str(Path(files[name]).resolve())
         elif buf["io"] == "output":
-            array = np.zeros(shape, dtype=_HOST_DTYPE[fmt])
+            array = np.zeros(shape, dtype=host.dtype)
         elif seed is None:
             raise RunInputError(f"no input for {name}", construct="tilelang-tt run",
                                 fix=f"pass --input {name}=FILE.npy, or --seed N for seeded random inputs")
+        elif host.integer:
+            info = np.iinfo(host.dtype)
+            array = rng.integers(info.min, info.max, size=shape, dtype=host.dtype, endpoint=True)
+            sources[name] = f"random uniform {host.dtype}, seed {seed}"
         else:
             array = rng.standard_normal(shape, dtype=np.float32)
             sources[name] = f"random normal, seed {seed}"
-        host = np.array(array, dtype=_HOST_DTYPE[fmt], copy=True)
-        tensors[buf["param_index"]] = host
+        array = np.array(array, dtype=host.dtype, copy=True)
+        tensors[buf["param_index"]] = array
         if buf["io"] != "output":
-            used[name] = host.copy()
+            used[name] = array.copy()
     return tensors, sources, used
 
 

@@ -1,7 +1,7 @@
 """`tilelang-tt run ARTIFACT_DIR`: an artifact run on tt-sim from .npy inputs, outputs and report written to --out.
 
-A compiled GEMM run through the CLI matches torch; sabotaged artifacts exit 1 with the sanitizer's message;
-bad inputs exit 2 with a message naming the input and the problem.
+A compiled GEMM run through the CLI matches torch, and so do GEMMs with Bfp8_b and packed int4 weights; sabotaged
+artifacts exit 1 with the sanitizer's message; bad inputs exit 2 with a message naming the input and the problem.
 """
 
 import json
@@ -13,7 +13,9 @@ import pytest
 import tilelang
 import torch
 
+from examples import dequant_kernels as D
 from examples import kernels as K
+from tests.tt.test_dequant import bf16_away, check_model, ref_quantize, ref_unpack_int4, rel_fro, trunc
 from tilelang_tt import cli
 
 M, N, KD = 64, 96, 128
@@ -168,3 +170,112 @@ def test_symbolic_dimension_errors(args, message, dynamic_dir, tmp_path, capsys)
     rc, _, err = _run(capsys, dynamic_dir, *[a.format(d=tmp_path) for a in args], "--out", tmp_path / "out")
     assert rc == 2, err
     assert re.search("(?s)" + message, err), err
+
+
+# ---- block-float and packed-int4 weights ---------------------------------------------------------------------
+# The references and tolerances are test_dequant.py's (its numeric model): the weights quantized by the scalar
+# reference encoder of test_blockfloat.py, int4 unpacked from their definition.
+DM, DN, DK = 128, 128, 128     # a 2x2 block grid of 64x64 blocks, two K steps
+
+
+@pytest.fixture(scope="module")
+def bfp8_dir():
+    return tilelang.compile(D.bfp_gemm(DM, DN, DK, "Bfp8_b"), target="tt").artifact_dir
+
+
+@pytest.fixture(scope="module")
+def int4_dir():
+    return tilelang.compile(D.dequant_gemm_int4(DM, DN, DK, "int", True, storage_dtype="int8"),
+                            target="tt").artifact_dir
+
+
+def _plan_buffer(artifact_dir, name):
+    return {b["name"]: b for b in json.loads((artifact_dir / "tt.plan.json").read_text())["buffers"]}[name]
+
+
+def test_bfp8_weight_gemm_matches_torch(bfp8_dir, tmp_path, capsys):
+    assert _plan_buffer(bfp8_dir, "B")["format"] == "Bfp8_b"
+    torch.manual_seed(20)
+    a, b = torch.randn(DM, DK, dtype=torch.bfloat16), torch.randn(DK, DN, dtype=torch.bfloat16)
+    np.save(tmp_path / "a.npy", a.float().numpy())
+    np.save(tmp_path / "b.npy", b.double().numpy())       # any float dtype; bf16 values are exact in float64
+    out = tmp_path / "out"
+    rc, _, err = _run(capsys, bfp8_dir, "--input", f"A={tmp_path / 'a.npy'}", "--input", f"B={tmp_path / 'b.npy'}",
+                      "--out", out)
+    assert rc == 0, err
+    c = torch.from_numpy(np.load(out / "C.npy"))
+    bq = ref_quantize(b, "Bfp8_b")
+    check_model(c, a, bq)
+    assert rel_fro(c, a.float() @ bq) <= 2 ** -6
+    assert np.load(out / "inputs" / "B.npy").dtype == np.float32
+
+
+def test_packed_int4_dequant_gemm_matches_torch(int4_dir, tmp_path, capsys):
+    b = _plan_buffer(int4_dir, "B")
+    assert (b["format"], b["host_unpack"]["shape"], b["host_unpack"]["dtype"]) == ("Bfp8_b", [DN, DK // 2], "int8")
+    torch.manual_seed(21)
+    a = torch.randn(DM, DK, dtype=torch.bfloat16)
+    qb = torch.randint(-128, 128, (DN, DK // 2), dtype=torch.int8)
+    s = (torch.rand(DN) * 0.02 + 0.001).to(torch.bfloat16)
+    for name, value in (("a", a.float()), ("qb", qb), ("s", s.float())):
+        np.save(tmp_path / f"{name}.npy", value.numpy())
+    out = tmp_path / "out"
+    rc, _, err = _run(capsys, int4_dir, "--input", f"A={tmp_path / 'a.npy'}", "--input", f"B={tmp_path / 'qb.npy'}",
+                      "--input", f"Scale={tmp_path / 's.npy'}", "--out", out)
+    assert rc == 0, err
+    c = torch.from_numpy(np.load(out / "C.npy"))
+    w = ref_unpack_int4(qb, "int", 1)
+    check_model(c, a, bf16_away(w * trunc(s, 7)[:, None]).T)        # int4 values exact, scale as the FPU sees it
+    assert rel_fro(c, a.float() @ (w * s.float()[:, None]).T) <= 2 ** -6
+    np.testing.assert_array_equal(np.load(out / "inputs" / "B.npy"), qb.numpy())
+
+
+def test_packed_int4_seeded_random_bytes(int4_dir, tmp_path, capsys):
+    rc, _, err = _run(capsys, int4_dir, "--seed", 5, "--out", tmp_path)
+    assert rc == 0, err
+    qb = np.load(tmp_path / "inputs" / "B.npy")
+    assert qb.dtype == np.int8 and qb.shape == (DN, DK // 2) and qb.min() < -64 and qb.max() > 64
+    assert json.loads((tmp_path / "report.json").read_text())["inputs"]["B"] == "random uniform int8, seed 5"
+    a, s = (torch.from_numpy(np.load(tmp_path / "inputs" / f"{n}.npy")).to(torch.bfloat16) for n in ("A", "Scale"))
+    w = ref_unpack_int4(torch.from_numpy(qb), "int", 1)
+    check_model(torch.from_numpy(np.load(tmp_path / "C.npy")), a, bf16_away(w * trunc(s, 7)[:, None]).T)
+
+
+def test_block_float_output_is_written_decoded(tmp_path, capsys):
+    import tilelang.language as T
+
+    @T.prim_func
+    def copy_to_bfp8(A: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(2, 2) as (bx, by):
+            s = T.alloc_shared((32, 32), "bfloat16")
+            T.annotate_tt_sharding({C: T.TTShard(format="Bfp8_b")})
+            T.copy(A[by * 32, bx * 32], s)
+            T.copy(s, C[by * 32, bx * 32])
+    rc, _, err = _run(capsys, tilelang.compile(copy_to_bfp8, target="tt").artifact_dir, "--seed", 3, "--out", tmp_path)
+    assert rc == 0, err
+    c, a = np.load(tmp_path / "C.npy"), np.load(tmp_path / "inputs" / "A.npy")
+    assert c.dtype == np.float32 and c.shape == (64, 64)
+    # the packer rounds the bf16 values into Bfp8_b (reference encoder, device rounding); the host decodes exactly
+    np.testing.assert_array_equal(c, ref_quantize(torch.from_numpy(a).to(torch.bfloat16), "Bfp8_b", "device"))
+
+
+_PACKED = (r"the artifact wants the packed int8 tensor [128, 64] (2 values per byte along axis 1, unpacked by the "
+           r"host into the int8 weights [128, 128])")
+
+
+@pytest.mark.parametrize("case", [
+    ("wrong_dtype", np.zeros((DN, DK // 2), np.float32), f"holds float32, {_PACKED}\n"
+     "  fix: save the tensor as int8: np.save(FILE, x.astype(np.int8))"),
+    ("unsigned", np.zeros((DN, DK // 2), np.uint8), f"holds uint8, {_PACKED}\n"
+     "  fix: save the tensor as int8: np.save(FILE, x.astype(np.int8))"),
+    ("unpacked", np.zeros((DN, DK), np.int8), f"has shape [128, 128], {_PACKED}\n"
+     "  fix: pass the packed tensor, not the unpacked weights"),
+    ("wrong_shape", np.zeros((DN // 2, DK // 2), np.int8), f"has shape [64, 64], {_PACKED}\n"
+     "  fix: pass the packed weights: a [128, 64] array of int8"),
+], ids=lambda c: c[0])
+def test_packed_input_errors(case, int4_dir, tmp_path, capsys):
+    _, array, message = case
+    np.save(tmp_path / "qb.npy", array)
+    rc, _, err = _run(capsys, int4_dir, "--input", f"B={tmp_path / 'qb.npy'}", "--seed", 1, "--out", tmp_path / "out")
+    assert rc == 2
+    assert err == f"error: tilelang-tt run: input B: {tmp_path / 'qb.npy'} {message}\n"

@@ -35,15 +35,16 @@ from tests.tt.test_blockfloat import W_OF, ref_decode_datum, ref_encode_block  #
 M, N, K = 128, 128, 256   # a 2x2 block grid (a 2x1 one hits an unused kLatticeRows in host.cpp.j2)
 
 
-def ref_quantize(mat: torch.Tensor, fmt: str) -> torch.Tensor:
-    """Host rounding of a row-major matrix to Bfp: every 16 consecutive elements of a row share an exponent."""
+def ref_quantize(mat: torch.Tensor, fmt: str, rounding: str = "host") -> torch.Tensor:
+    """Host rounding (``rounding="device"``: the packer's) of a row-major matrix to Bfp, decoded as the host does:
+    every 16 consecutive elements of a row share an exponent."""
     x = mat.float().numpy()
     bits = x.view(np.uint32)
     out = np.empty_like(bits)
     w = W_OF[fmt]
     for r in range(x.shape[0]):
         for c0 in range(0, x.shape[1], 16):
-            shared, codes = ref_encode_block([int(b) for b in bits[r, c0:c0 + 16]], w, "host")
+            shared, codes = ref_encode_block([int(b) for b in bits[r, c0:c0 + 16]], w, rounding)
             out[r, c0:c0 + 16] = [ref_decode_datum(code, shared, w, "host") for code in codes]
     return torch.from_numpy(out.view(np.float32).copy())
 
