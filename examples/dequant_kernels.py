@@ -6,6 +6,9 @@ read into a shared tile, dequantized in a ``T.Parallel`` into a bf16 tile, then 
 * ``dequant_gemm_int8``: int8 weights ``B[N, K]`` with per-output-channel scales ``Scale[N]``:
   ``B_deq[i, j] = B_shared[i, j].astype(bf16) * Scale[bx * block_N + i]``, ``C = A @ B_deq^T``. int8 tensors are
   stored as Bfp8_b, which holds every integer in [-127, 127] exactly (docs/usage.md "Data formats").
+* ``dequant_gemm_uint8``: uint8 weights ``B[N, K]`` (a UInt8 tensor and CB) with per-output-channel zero points and
+  scales: ``B_deq[i, j] = (B_shared[i, j].astype(bf16) - Zero[n]) * Scale[n]``. The T.Parallel copies each uint8
+  tile into DST and converts it with ``typecast_tile<UInt8, Float32>`` (docs/formats.md "Integers").
 * ``dequant_gemm_int8_grouped``: int8 weights ``B[K, N]`` with one scale per output channel and group of
   ``group_size`` K elements, ``Scale[K // group_size, N]`` (``group_size`` a multiple of block_K and of 32). TT
   broadcasts only a tile's first row: the host stores scale row g as row 0 of its own tile (TilePadTT's
@@ -59,6 +62,28 @@ def dequant_gemm_int8(M, N, K, block_M=64, block_N=64, block_K=64, in_dtype="bfl
                 T.copy(B[bx * block_N, k * block_K], B_shared)
                 for i, j in T.Parallel(block_N, block_K):
                     B_dequantize_shared[i, j] = B_shared[i, j].astype(in_dtype) * Scale[bx * block_N + i]
+                T.gemm(A_shared, B_dequantize_shared, C_local, transpose_B=True)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def dequant_gemm_uint8(M, N, K, block_M=64, block_N=64, block_K=64, in_dtype="bfloat16", accum_dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K), "uint8"), Zero: T.Tensor((N,), in_dtype),
+             Scale: T.Tensor((N,), in_dtype), C: T.Tensor((M, N), in_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_N, block_K), "uint8")
+            B_dequantize_shared = T.alloc_shared((block_N, block_K), in_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[bx * block_N, k * block_K], B_shared)
+                for i, j in T.Parallel(block_N, block_K):
+                    B_dequantize_shared[i, j] = (B_shared[i, j].astype(in_dtype) - Zero[bx * block_N + i]) * \
+                        Scale[bx * block_N + i]
                 T.gemm(A_shared, B_dequantize_shared, C_local, transpose_B=True)
             T.copy(C_local, C[by * block_M, bx * block_N])
 

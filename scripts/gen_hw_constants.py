@@ -33,8 +33,10 @@ def render(t) -> str:
          f"constexpr uint32_t kTile = {t.TILE};", f"constexpr uint32_t kFace = {t.FACE};",
          f"constexpr uint32_t kFacesPerTile = {t.FACES_PER_TILE};", f"constexpr uint32_t kTileElems = {t.TILE_ELEMS};",
          f"constexpr uint32_t kFaceElems = {t.FACE_ELEMS};", "",
-         "// data formats the emulator's CBs hold (tt::DataFormat values): float and block-float tile formats"]
-    fmts = sorted((f for f in t.TILE_FORMATS.values() if f.kind != "int"), key=lambda f: f.value)
+         "// data formats the emulator's CBs hold (tt::DataFormat values): float and block-float tile formats, and the",
+         "// integer formats of the compute path (CB_INT_FORMATS)"]
+    fmts = sorted((f for f in t.TILE_FORMATS.values() if f.kind != "int" or f.name in t.CB_INT_FORMATS),
+                  key=lambda f: f.value)
     o.append("enum Fmt : uint8_t { " + ", ".join(f"k{f.name} = {f.value}" for f in fmts) + " };")
     o += ["struct FormatInfo {", "    const char* name;", "    uint8_t value;",
           "    uint32_t datum_bits, exponent_bytes, tile_bytes;", "};",

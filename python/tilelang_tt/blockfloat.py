@@ -199,15 +199,28 @@ def _int_values(array, f: dict) -> np.ndarray:
     return a
 
 
+def int_elements(array, fmt: str) -> np.ndarray:
+    """``array`` (torch or NumPy, an integer dtype) as the NumPy dtype of the integer format ``fmt`` (UInt8, Int32,
+    UInt32), same shape. Float input (TypeError) and values outside the format's range (ValueError) are refused."""
+    f = _fmt(fmt)
+    a = _int_values(array, f)
+    return np.ascontiguousarray(a if a.dtype == f["dtype"] else _in_range(a.astype(np.int64), fmt, f))
+
+
+def _in_range(v: np.ndarray, fmt: str, f: dict) -> np.ndarray:
+    """Integers ``v`` as the format's dtype; ValueError when one is outside its range."""
+    info = np.iinfo(f["dtype"])
+    if v.size and (v.min() < info.min or v.max() > info.max):
+        raise ValueError(f"values out of range for {fmt} [{info.min}, {info.max}]: {v.min()}..{v.max()}")
+    return v.astype(f["dtype"])
+
+
 def _encode_int(tiles: np.ndarray, fmt: str, f: dict) -> np.ndarray:
     if fmt == "Int8":   # two's complement -> sign-magnitude; -128 saturates to -127
         v = np.clip(tiles.astype(np.int64), -127, 127)
         return (np.where(v < 0, 0x80, 0) | np.abs(v)).astype(np.uint8)
-    info = np.iinfo(f["dtype"])
     v = tiles.astype(np.int64) if tiles.dtype.kind in "iub" else tiles
-    if np.any(v < info.min) or np.any(v > info.max):
-        raise ValueError(f"values out of range for {fmt}")
-    return np.ascontiguousarray(v.astype(f["dtype"])).view(np.uint8).reshape(tiles.shape[0], -1)
+    return np.ascontiguousarray(_in_range(v, fmt, f)).view(np.uint8).reshape(tiles.shape[0], -1)
 
 
 def _decode_int(raw: np.ndarray, fmt: str, f: dict) -> np.ndarray:

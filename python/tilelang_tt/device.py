@@ -93,7 +93,13 @@ FORMATS: dict[str, DataFormat] = {
     "float32": TILE_FORMATS["Float32"],
     "float16": TILE_FORMATS["Float16"],
     "bfloat16": TILE_FORMATS["Float16_b"],
+    "uint8": TILE_FORMATS["UInt8"],
 }
+
+# Integer formats a CB may hold on the compute path (docs/formats.md "Integers"): the unpacker moves a UInt8 tile
+# into DST as 32-bit integers (fp32_dest_acc_en required) and ``typecast_tile<UInt8, Float32>`` makes them floats;
+# ``typecast_tile<Float32, UInt8>`` and the packer do the reverse (api/compute/eltwise_unary/typecast.h, 0.81.1).
+CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
 
 # TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
 # matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly

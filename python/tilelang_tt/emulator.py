@@ -28,7 +28,8 @@ from .errors import TTError
 logger = logging.getLogger(__name__)
 
 PROTOCOL_ONLY_ENV = "TILELANG_TT_PROTOCOL_ONLY"
-_NP_DTYPES = {"Float32": np.float32, "Float16": np.float16, "Float16_b": np.uint16}
+_NP_DTYPES = {"Float32": np.float32, "Float16": np.float16, "Float16_b": np.uint16,
+              **{f.name: np.dtype(f.int_dtype).type for f in TILE_FORMATS.values() if f.kind == "int"}}
 
 
 class TTSimError(TTError):
@@ -120,6 +121,11 @@ def pad_to(array: np.ndarray, padded_shape: tuple[int, ...], fmt: str) -> np.nda
 
 def _to_numpy(value, fmt: str) -> np.ndarray:
     """A torch tensor or NumPy array as the raw element type of the TT format."""
+    if TILE_FORMATS[fmt].kind == "int":     # UInt8: the integers as they are (float input, range checked)
+        try:
+            return blockfloat.int_elements(value, fmt)
+        except (TypeError, ValueError) as e:
+            raise TTSimError(f"a {fmt} tensor argument: {e}", construct="kernel call") from None
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency of the test/CLI paths only
@@ -150,7 +156,7 @@ def _store(target, raw: np.ndarray, fmt: str) -> None:
         torch = None
     if torch is not None and isinstance(target, torch.Tensor):
         same = {"Float16_b": (torch.bfloat16, np.int16), "Float32": (torch.float32, np.float32),
-                "Float16": (torch.float16, np.float16)}.get(fmt)
+                "Float16": (torch.float16, np.float16), "UInt8": (torch.uint8, np.uint8)}.get(fmt)
         if same is not None and target.dtype == same[0] and target.device.type == "cpu" and target.is_contiguous():
             # a plain memcpy through NumPy: torch's copy_ wakes its thread pool (~8 ms for 512 KB on a busy host)
             view = target.detach().view(torch.int16) if fmt == "Float16_b" else target.detach()

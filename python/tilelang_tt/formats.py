@@ -14,13 +14,6 @@ def data_format(dtype, construct: str = "dtype", source: str | None = None) -> D
             extra = (f"; {key} tensors are read-only weights (stored as {READ_ONLY_FORMATS[key]}) that a T.Parallel "
                      f"casts to a float dtype, never a computed result")
         fix = f"use one of {sorted(FORMATS)}"
-        if key == "uint8":     # TileLang's packed int4 weights that UnpackWeightsTT did not recognise
-            extra = ("; uint8 tensors are packed sub-byte weights, which the host unpacks when every read of them "
-                     "in a T.Parallel is a function of the packed byte and its position alone (TileLang's "
-                     "(B_shared[i, j // 2] >> (4 * (j % 2))) & 15 form); this one is used otherwise")
-            fix = ("unpack with shifts and masks of B_shared[..., e // 2] and e % 2 only, applying zero points "
-                   "and scales after the cast to a float dtype; or store the weights unpacked (int8, values in "
-                   "[-127, 127], stored as Bfp8_b)")
         raise TTUnsupportedError(
             f"dtype {key!r} has no supported TT data format{extra}", construct=construct, source=source, fix=fix)
     return FORMATS[key]

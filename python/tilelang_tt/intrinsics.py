@@ -255,6 +255,13 @@ CALLS: dict[str, CallSpec] = {
     "where_tile_init": CallSpec("where_tile_init()", "init", "api/compute/eltwise_unary/where.h", "sfpu"),
     "where_tile": CallSpec("where_tile<{3}>({0}, {1}, {2}, {1})", "op", "api/compute/eltwise_unary/where.h", "sfpu",
                            "where_tile_init"),
+    # typecast between an integer and a float DST value, in place on DST[{2}]: typecast_tile<IN, OUT> with IN, OUT
+    # tt::DataFormat values ({0}, {1}: static_cast<uint32_t>(DataFormat::X)); the pairs LowerToTTProgram emits are
+    # <UInt8, Float32> after copy_tile of a UInt8 CB and <Float32, UInt8> before pack_tile into one.
+    "typecast_tile_init": CallSpec("typecast_tile_init<{0}, {1}>()", "init", "api/compute/eltwise_unary/typecast.h",
+                                   "sfpu"),
+    "typecast_tile": CallSpec("typecast_tile<{0}, {1}>({2})", "op", "api/compute/eltwise_unary/typecast.h", "sfpu",
+                              "typecast_tile_init", (0, 1)),
     # FPU binary ops whose second operand (a row / column / scalar vector tile) is broadcast.
     **{k: v for op in ("add", "sub", "mul") for dim in BCAST_DIMS for k, v in {
         f"{op}_bcast_{dim}_init": CallSpec(f"{op}_bcast_{dim}_init({{0}}, {{1}})", "init", "api/compute/bcast.h", "fpu"),

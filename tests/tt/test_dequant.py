@@ -455,10 +455,9 @@ def test_packed_values_outside_int8_are_refused():
 
 
 def test_uint8_read_unpacked_is_refused():
-    f = _packed_kernel(lambda B_s, i, j, z: B_s[i, j % 32].astype("bfloat16"))     # not indexed as e // 2
-    with pytest.raises(TTUnsupportedError, match=r"dtype 'uint8' has no supported TT data format; uint8 tensors are "
-                                                 r"packed sub-byte weights.*function of the packed byte and its "
-                                                 r"position alone"):
+    # not indexed as e // 2, so not a packed weight: a plain uint8 tile (tests/tt/test_uint8.py), read at a gather
+    f = _packed_kernel(lambda B_s, i, j, z: B_s[i, j % 32].astype("bfloat16"))
+    with pytest.raises(TTUnsupportedError, match=r"index \[i, j % 32\] of B_s is not \(offset \+ i, offset \+ j\)"):
         tilelang.compile(f, target="tt")
 
 

@@ -2,7 +2,9 @@
 
 Per destination tile ``(r, c)``: leaves are unpacked (``copy_tile``) or combined straight from two CBs by
 the FPU (``add_tiles``...), unary math runs in place on the SFPU, binary ops between two computed values
-use the SFPU binary ops, scalars ``binop_with_scalar``; the value is packed into the destination. Every
+use the SFPU binary ops, scalars ``binop_with_scalar``; the value is packed into the destination. An integer (UInt8)
+leaf is copied into DST and made a float there (``typecast_tile<UInt8, Float32>``); an integer destination gets
+``typecast_tile<Float32, UInt8>`` before the pack (TensorizeTT checked the casts). Every
 value is a fresh ``VReg``; AllocateDST assigns the physical slots. The DST-resident accumulator is packed
 in place after its (unary) epilogue.
 """
@@ -14,6 +16,7 @@ import math
 from tvm import tirx
 from tvm.ir import Op as TVMOp
 
+from ..device import CB_INT_FORMATS
 from ..errors import TTUnsupportedError
 from ..intrinsics import CALLS, UNARY_TIR_OPS
 from ..ttir import CB, Call, Dst, Lit, Scalar, vreg
@@ -24,6 +27,23 @@ from .tensorize import is_scalar, strip_cast
 
 _COMPARE = {tirx.GT: "gt", tirx.LT: "lt", tirx.GE: "ge", tirx.LE: "le", tirx.EQ: "eq", tirx.NE: "ne"}
 _FLIP = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}
+
+
+def _int_format(lw, name: str) -> str | None:
+    """The integer format of CB ``name`` (UInt8), or None for a float CB."""
+    fmt = lw.cbs[name].get("format")
+    return fmt if fmt in CB_INT_FORMATS else None
+
+
+def _typecast(lw, out: list, v, src: str, dst: str, note: str) -> None:
+    """DST[v] converted from format ``src`` to ``dst`` (tt::DataFormat names) in place."""
+    args = tuple(Lit(f"static_cast<uint32_t>(DataFormat::{f})") for f in (src, dst))
+    out += [Call("typecast_tile_init", args, note), Call("typecast_tile", (*args, v), note)]
+
+
+def _float_format(lw) -> str:
+    """The format of a float value in DST: Float32 with fp32 accumulation (always on with integer tiles)."""
+    return lw.dst_format().removeprefix("DataFormat::")
 
 
 def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
@@ -56,7 +76,9 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     def tile(r, c):
         ev = _Eval(lw, d_name, r, c, reads_dest, note, windows)
         body = [Call("tile_regs_acquire", (), note)]
-        value = ev.eval(expr, body)
+        value = ev.eval_top(expr, body)
+        if _int_format(lw, d_name) and not ev.int_copy:
+            _typecast(lw, body, value, _float_format(lw), _int_format(lw, d_name), note)
         body.append(Call("tile_regs_commit", (), note))
         if frag:
             if lw.full[d_name]:
@@ -107,6 +129,13 @@ class _Eval:
     def __init__(self, lw, dest: str, r, c, reads_dest: bool, note: str, windows: dict | None = None):
         self.lw, self.dest, self.r, self.c, self.reads_dest, self.note = lw, dest, r, c, reads_dest, note
         self.windows = windows or {}
+        self.int_copy = False       # set by eval: the whole expression copies an integer tile (no typecast)
+
+    def eval_top(self, e, out) -> Dst:
+        """The value of the whole expression; an integer tile copied into an integer destination stays integer."""
+        self.int_copy = isinstance(e, tirx.BufferLoad) and bool(_int_format(self.lw, e.buffer.name)) and \
+            bool(_int_format(self.lw, self.dest))
+        return self.eval(e, out)
 
     def index(self, name: str):
         if name == self.dest and self.reads_dest:
@@ -203,6 +232,11 @@ class _Eval:
                 self.call(out, "cb_wait_front", cb, 1)
             v = vreg()
             kind = self.bcast(name)
+            if kind is not None and _int_format(self.lw, name):
+                raise TTUnsupportedError(f"{name} ({self.lw.cbs[name]['dtype']}) is broadcast over "
+                                         f"{self.dest}: integer tiles are not broadcast on TT", construct=self.note,
+                                         source=self.lw.src, fix=f"cast {name} to a float dtype in a T.Parallel of "
+                                         "its own shape first, then broadcast that buffer")
             if kind is not None:      # a vector tile spread over the whole tile (unpacked through SrcB)
                 self.call(out, "reconfig_data_format", cb, cb)
                 self.call(out, f"unary_bcast_init_{kind}", cb)
@@ -212,6 +246,8 @@ class _Eval:
             self.call(out, "reconfig_data_format_srca", cb)
             self.call(out, "copy_init", cb)
             self.call(out, "copy_tile", cb, self.index(name), v)
+            if _int_format(self.lw, name) and not self.int_copy:   # DST holds the integers: make them floats
+                _typecast(self.lw, out, v, _int_format(self.lw, name), _float_format(self.lw), self.note)
             return v
         if isinstance(e, tirx.Call) and isinstance(e.op, TVMOp):
             name = str(e.op.name)
@@ -333,6 +369,8 @@ class _Eval:
                                   getattr(b, "buffer", None) and b.buffer.name) and self.reads_dest
         if self.exact_fp32(a, b):
             dest_read = True   # not through the FPU: copy_tile both (unpack-to-DEST) and the SFPU binary below
+        if any(isinstance(x, tirx.BufferLoad) and _int_format(self.lw, x.buffer.name) for x in (a, b)):
+            dest_read = True   # an integer tile becomes a float in DST (typecast), never an FPU operand
         if isinstance(a, tirx.BufferLoad) and isinstance(b, tirx.BufferLoad) and kind != "div" and not dest_read:
             ka, kb = self.bcast(a.buffer.name), self.bcast(b.buffer.name)
             if ka is not None and kb is None and kind in ("add", "mul"):
@@ -392,5 +430,12 @@ def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
                 ev.unary(out, name, Dst(i), float_bits(value))
         return out
 
-    body = loop("i", n, epilogue) if chain else []
+    if _int_format(lw, d_name):
+        def typecast(i):
+            out = epilogue(i)
+            _typecast(lw, out, Dst(i), _float_format(lw), _int_format(lw, d_name), note)
+            return out
+        body = loop("i", n, typecast)
+    else:
+        body = loop("i", n, epilogue) if chain else []
     return body + [Call("tile_regs_commit", (), note)] + lw.pack(CB(d_name), n, note)

@@ -14,9 +14,13 @@ Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets `
      ``accumulate``: "dst" (DST resident), "packer_l1" (CB resident, the packer adds each K step's subblock to
      its tile in L1: tt-metal's PACKER_L1_ACC; ``tt.options.packer_l1_acc`` allows it) or "reload" (CB
      resident, copied back into DST every K step); ``tt.options.fp32_dest_acc``.
+Integer tiles (``device.CB_INT_FORMATS``, uint8): DST must be 32-bit (``fp32_dest_acc`` forced on; refused when
+     the user turned it off); a T.Parallel reads a uint8 tile only directly under a cast to a float dtype and writes
+     one only as ``T.Cast("uint8", float expression)`` (LowerToTTProgram emits the ``typecast_tile`` pair).
 Errors (TTUnsupportedError): gemm shapes that do not agree; ``clear_accum`` on a
      fragment that is not DST resident; elementwise operators with no TT intrinsic; an expression needing
-     more DST slots than the device has.
+     more DST slots than the device has; a uint8 tile read other than under a float cast, written other than as
+     a cast of a float value, or used by T.gemm / a reduction; uint8 with ``fp32_dest_acc=False``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from tvm import tirx
 from tvm.ir import Op
 
 from .. import attrs
-from ..device import DeviceProfile
+from ..device import CB_INT_FORMATS, DeviceProfile
 from ..errors import TTUnsupportedError
 from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
@@ -95,6 +99,18 @@ class _Tensorizer:
         chosen = dict(func.attrs[attrs.OPTIONS]).get("fp32_dest_acc") if attrs.OPTIONS in func.attrs else None
         if chosen is not None:      # T.annotate_tt_compute / target option (compute_config.py)
             self.fp32_acc = bool(chosen)
+        # an integer tile reaches DST as 32-bit integers: the LLK asserts fp32_dest_acc_en when the unpacker or
+        # math is configured for Int8/UInt8/Int32 (llk_unpack_common.h, llk_math_common.h in 0.81.1)
+        ints = sorted(k for k, v in self.cb.items() if self.is_int(k) and "compute" in
+                      list(v["producer"]) + list(v["consumer"]))
+        if ints and chosen is False:
+            raise TTUnsupportedError(
+                f"fp32_dest_acc=False with the integer tile buffer {ints[0]} ({self.cb[ints[0]]['format']}) in "
+                f"compute: TT moves integer tiles through DST as 32-bit values, which needs fp32 DST accumulation",
+                construct="T.annotate_tt_compute(fp32_dest_acc=False)", source=self.src,
+                fix="drop fp32_dest_acc=False, or cast the data to a float dtype before the kernel")
+        if ints:
+            self.fp32_acc = True
         self.cap = device.dst_capacity(self.fp32_acc)
         self.ops: list[tuple] = []      # (kind, frag name or None, loop path, extra) in program order
 
@@ -103,7 +119,52 @@ class _Tensorizer:
             raise TTUnsupportedError(f"{buf.name} is not a tile buffer", construct=buf.name, source=self.src)
         return self.cb[buf.name]["index"]
 
-    def check_expr(self, expr, what):
+    def is_int(self, name: str) -> bool:
+        return name in self.cb and self.cb[name].get("format") in CB_INT_FORMATS
+
+    def check_int_tiles(self, dst: str, expr, what):
+        """uint8 tiles in a T.Parallel: read only as ``T.Cast(float, x[i, j])`` (typecast_tile<UInt8, Float32> after
+        the copy into DST), written only as ``T.Cast("uint8", float value)`` (typecast_tile<Float32, UInt8>) or
+        copied whole from a tile of the same format."""
+        def int_load(e):
+            return isinstance(e, tirx.BufferLoad) and self.is_int(e.buffer.name)
+
+        if int_load(expr) and self.is_int(dst) and self.cb[expr.buffer.name]["format"] == self.cb[dst]["format"]:
+            return      # a copy (T.copy out of a fragment): the integers go through DST unchanged
+
+        fix_read = ("cast the uint8 value to a float dtype where it is read (T.Cast(\"float32\", A_s[i, j]) or "
+                    "A_s[i, j].astype(\"bfloat16\")) and do the arithmetic in that dtype")
+
+        casts, loads = [], []     # uint8 loads under a cast, every uint8 load
+        walk(tirx.Evaluate(expr), lambda n: casts.append(n) if isinstance(n, tirx.Cast) and int_load(n.value)
+             else loads.append(n) if int_load(n) else None)
+        for c in casts:
+            if not str(c.dtype).startswith(("float", "bfloat")):
+                raise TTUnsupportedError(
+                    f"{c.value.buffer.name} ({c.value.buffer.dtype}) is cast to {c.dtype}: TT converts integer "
+                    f"tiles to and from floats only (typecast_tile)", construct=what, source=self.src, fix=fix_read)
+        for n in loads:
+            if not any(c.value.same_as(n) for c in casts):
+                raise TTUnsupportedError(
+                    f"{n.buffer.name} ({n.buffer.dtype}) is read in integer arithmetic: TT's tile math is float; a "
+                    f"uint8 tile is read only as a cast to a float dtype", construct=what, source=self.src,
+                    fix=fix_read + "; packed sub-byte weights are unpacked on the host when written in TileLang's "
+                    "(B_shared[i, j // 2] >> (4 * (j % 2))) & 15 form")
+
+        if self.is_int(dst):
+            if not (isinstance(expr, tirx.Cast) and str(expr.dtype) == self.cb[dst]["dtype"]
+                    and str(expr.value.dtype).startswith(("float", "bfloat"))):
+                raise TTUnsupportedError(
+                    f"{dst} ({self.cb[dst]['dtype']}) is written with `{expr}`: a uint8 tile is written only as the "
+                    f"cast of a float value (typecast_tile<Float32, UInt8>: truncation toward zero, modulo 256)",
+                    construct=what, source=self.src,
+                    fix=f"write {dst}[i, j] = T.Cast(\"{self.cb[dst]['dtype']}\", <float expression>); copy uint8 "
+                        f"data unchanged with T.copy")
+
+    def check_expr(self, expr, what, dst: str | None = None):
+        if dst is not None:
+            self.check_int_tiles(dst, expr, what)
+
         def visit(node):
             if isinstance(node, tirx.Call):
                 name = str(node.op.name) if isinstance(node.op, Op) else ""
@@ -166,7 +227,7 @@ class _Tensorizer:
             return self.reduce(stmt, found[1], path)
         if found is not None and found[0].same_as(TTOps.eltwise):
             dst_name = next(k for k, v in self.cb.items() if v["index"] == int(found[1].args[0]))
-            self.check_expr(found[1].args[1], describe(stmt))
+            self.check_expr(found[1].args[1], describe(stmt), dst_name)
             self.ops.append(("eltwise", dst_name, path, found[1].args[1]))
         return stmt
 
@@ -183,6 +244,13 @@ class _Tensorizer:
         if c.annotations and len(c.annotations) > 0:
             raise TTUnsupportedError(f"T.gemm annotations {sorted(str(k) for k in c.annotations)} are not supported "
                                      "on TT", construct=what, source=self.src, fix="drop annotations=")
+        for x in (a, b):
+            if self.is_int(x.buffer.name):
+                raise TTUnsupportedError(
+                    f"T.gemm reads {x.buffer.name} ({x.buffer.dtype}): the TT matmul multiplies float tiles",
+                    construct=what, source=self.src,
+                    fix=f"dequantize first: a T.Parallel writing a float tile buffer with "
+                        f"T.Cast(\"bfloat16\", {x.buffer.name}[i, j]) (minus zero point, times scale), then T.gemm on it")
         am, ak = tile_shape_2d(static_shape(a.buffer))
         bk, bn = tile_shape_2d(static_shape(b.buffer))
         if trans_b:
@@ -211,6 +279,9 @@ class _Tensorizer:
         src = next(k for k, v in self.cb.items() if v["index"] == int(c.args[0]))
         dst = next(k for k, v in self.cb.items() if v["index"] == int(c.args[1]))
         kind = str(c.args[2].value)
+        if self.is_int(src) or self.is_int(dst):
+            self._bad(stmt, f"a reduction of {src} into {dst} with a {self.cb[src]['dtype'] if self.is_int(src) else self.cb[dst]['dtype']} "
+                            f"tile: the TT reduce works on float tiles (cast in a T.Parallel first)")
         self.ops.append(("reduce", dst, path, src))
         self.scaler_cb()
         if kind in ("sum", "max"):
@@ -256,7 +327,7 @@ class _Tensorizer:
             return None
 
         expr = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), None, post, ["tirx.BufferLoad"]).value
-        self.check_expr(expr, what)
+        self.check_expr(expr, what, store.buffer.name)
         self.ops.append(("eltwise", store.buffer.name, path, expr))
         return call(TTOps.eltwise, self.index(store.buffer), expr, note=f"T.Parallel: {tilelang_text(store)}")
 

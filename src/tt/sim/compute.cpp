@@ -64,6 +64,13 @@ void check_init_format(int configured, uint32_t cb, const char* reg, const char*
                               std::string(reg) == "SrcA" ? "(_srca)" : "(_srcb)"));
 }
 
+void require_float_cb(uint32_t cb, uint32_t line, const char* op) {
+    if (cb_of(cb, line).fmt != kUInt8) return;
+    kernel_error(line, format("%s reads CB %u (UInt8): the emulator models integer tiles on the copy_tile + "
+                              "typecast_tile path only (the FPU's integer math is not emulated); copy_tile the tile "
+                              "and convert it with typecast_tile<UInt8, Float32>", op, cb));
+}
+
 void after_math(ComputeState& c, float* tile) {
     if (!c.fp32_acc) round_tile(tile, c.dst_fmt);
 }
@@ -83,6 +90,8 @@ FpuTiles fpu_tiles(ComputeState& c, const SrcOperand& x, const SrcOperand& y, ui
     check_src_format(y.configured, y.cb, y.reg, line, op);
     require_src_path(c, x.cb, x.reg, line, op);
     require_src_path(c, y.cb, y.reg, line, op);
+    require_float_cb(x.cb, line, op);
+    require_float_cb(y.cb, line, op);
     const uint8_t* x_bytes = front_tile(x.cb, x.tile, line, op);
     const uint8_t* y_bytes = front_tile(y.cb, y.tile, line, op);
     return {x_bytes, y_bytes, dst_tile(c, dst, line, op)};
@@ -185,6 +194,7 @@ void tile_regs_acquire(uint32_t line) {
     const size_t used = std::min(c.dst.size(), static_cast<size_t>(c.capacity) * kTileElems);
     std::fill(c.dst.begin(), c.dst.begin() + static_cast<std::ptrdiff_t>(used), 0.0f);
     c.defined.fill(false);
+    c.integer.fill(false);
     c.phase = ComputeState::Phase::Math;
 }
 
@@ -223,6 +233,18 @@ void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order,
                                   s.reserved));
     }
     const float* tile = dst_tile(c, dst, line, "pack_tile");
+    if (c.defined[dst] && c.integer[dst] != (s.fmt == kUInt8)) {
+        kernel_error(line, format("pack_tile of DST[%u], which holds %s, into CB %u (%s): %s", dst,
+                                  c.integer[dst] ? "32-bit integers" : "floats", cb, fmt_name(s.fmt),
+                                  c.integer[dst] ? "the packer would take the integers' bits for floats; convert "
+                                                   "them with typecast_tile<UInt8, Float32> first"
+                                                 : "the packer reads DST as 32-bit integers for a UInt8 CB (the "
+                                                   "floats' bits); convert with typecast_tile<Float32, UInt8> first"));
+    }
+    if (s.fmt == kUInt8 && (c.l1_acc || !c.fp32_acc)) {
+        kernel_error(line, format("pack_tile into CB %u (UInt8) with %s: not supported for integer tiles", cb,
+                                  c.l1_acc ? "L1 accumulation (pack_reconfig_l1_acc(1))" : "fp32_dest_acc_en off"));
+    }
     const uint32_t page = (s.wr_ptr + slot) % s.num_pages;
     if (c.l1_acc) check_l1_acc_target(s, cb, page, line);
     if (!sim().protocol_only) {
@@ -298,11 +320,22 @@ void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     check_src_format(c.srca, cb, "SrcA", line, "copy_tile");
     const uint8_t* src = front_tile(cb, tile, line, "copy_tile");
     float* out = dst_tile(c, dst, line, "copy_tile");
-    if (!sim().protocol_only) {
-        unpack_a2d(c, cb, src, out);
-        after_math(c, out);
+    const bool integer = cur().core->cbs[cb].fmt == kUInt8;
+    if (integer && !c.fp32_acc) {
+        kernel_error(line, format("copy_tile of CB %u (UInt8) with fp32_dest_acc_en off: the unpacker and math "
+                                  "move integer tiles into DST as 32-bit values, and the LLK asserts FP32 Dest "
+                                  "mode for Int8/UInt8/Int32 data (llk_unpack_common.h, llk_math_common.h); set "
+                                  "ComputeConfig.fp32_dest_acc_en", cb));
     }
-    c.defined[dst] = true;
+    if (!sim().protocol_only) {
+        if (integer) {
+            unpack_tile(src, kUInt8, out);   // each byte zero-extended (ALU_FORMAT_SPEC_REG0_SrcAUnsigned)
+        } else {
+            unpack_a2d(c, cb, src, out);
+            after_math(c, out);
+        }
+    }
+    wrote(c, dst, integer);
     cur().core->counters.tile_ops++;
 }
 
@@ -311,6 +344,7 @@ void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     require_math(c, line, "transpose_tile");
     require_no_reduce(c, line, "transpose_tile (after transpose_init)");
     check_src_format(c.srca, cb, "SrcA", line, "transpose_tile");
+    require_float_cb(cb, line, "transpose_tile");
     const uint8_t* src = front_tile(cb, tile, line, "transpose_tile");
     float* out = dst_tile(c, dst, line, "transpose_tile");
     if (!sim().protocol_only) {
@@ -320,7 +354,7 @@ void transpose_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
             for (uint32_t col = 0; col < 32; ++col) out[face_index(r, col)] = in[face_index(col, r)];
         after_math(c, out);
     }
-    c.defined[dst] = true;
+    wrote(c, dst);
     cur().core->counters.tile_ops++;
 }
 
@@ -357,7 +391,7 @@ void binary_tiles(Binary op, uint32_t cb_a, uint32_t cb_b, uint32_t ta, uint32_t
         }
         after_math(c, out);
     }
-    c.defined[dst] = true;
+    wrote(c, dst);
     cur().core->counters.tile_ops++;
 }
 

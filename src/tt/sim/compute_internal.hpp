@@ -14,6 +14,13 @@ const uint8_t* front_tile(uint32_t cb, uint32_t tile, uint32_t line, const char*
 // The unpacker's source register `reg` (configured for CB `configured`) must match CB `cb`'s data format.
 void check_src_format(int configured, uint32_t cb, const char* reg, uint32_t line, const char* op);
 void after_math(ComputeState& c, float* tile);   // DST rounding (16-bit DST unless fp32_dest_acc_en)
+// DST tile `dst` was written: it holds floats (FPU and SFPU results) or, with `integer`, 32-bit integers.
+inline void wrote(ComputeState& c, uint32_t dst, bool integer = false) {
+    c.defined[dst] = true;
+    c.integer[dst] = integer;
+}
+// An FPU op (or a copy through SrcA/SrcB the emulator models as float) reading CB `cb`: a UInt8 CB is refused.
+void require_float_cb(uint32_t cb, uint32_t line, const char* op);
 // An FPU init (copy, binary, bcast, matmul, transpose) while a reduce is active: refused (reduce_uninit first).
 void require_no_reduce(const ComputeState& c, uint32_t line, const char* op);
 

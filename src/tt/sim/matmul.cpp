@@ -164,7 +164,7 @@ void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t
         (kHasAvx2 ? product_avx2 : product_generic)(a, b, tiles.out, ph == 3);
         after_math(c, tiles.out);
     }
-    c.defined[dst] = true;
+    wrote(c, dst);
     cur().core->counters.matmul_tiles++;
 }
 

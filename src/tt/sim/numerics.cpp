@@ -1,5 +1,5 @@
 // tt-sim: data formats and numerics: tile sizes, fp32 <-> bf16/fp16 conversion, unpack, pack (the packer's
-// rounding), DST rounding (16-bit DST: round to nearest even).
+// rounding), DST rounding (16-bit DST: round to nearest even). UInt8 tiles unpack to / pack from DST integers.
 
 #include <cstring>
 
@@ -106,6 +106,8 @@ void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
         bfp::unpack_bfp_tile(src, fmt, out);   // BFP8ToBF16: exact BF16 values (blockfloat.cpp)
     } else if (fmt == kFloat32) {
         std::memcpy(out, src, tile_bytes(kFloat32));
+    } else if (fmt == kUInt8) {   // DST integers: each byte zero-extended to 32 bits (the float carries its bits)
+        for (uint32_t i = 0; i < kTileElems; ++i) out[i] = u2f(src[i]);
     } else if (fmt == kFloat16_b) {
         const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
         for (uint32_t i = 0; i < kTileElems; ++i) out[i] = bf16_to_float(h[i]);
@@ -120,6 +122,8 @@ void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst) {
         bfp::pack_bfp_tile(in, fmt, dst);      // the packer's E8M6 + shared-exponent rounding (blockfloat.cpp)
     } else if (fmt == kFloat32) {
         std::memcpy(dst, in, tile_bytes(kFloat32));
+    } else if (fmt == kUInt8) {   // DST integers (0..255 after typecast_tile<..., UInt8>): the low byte
+        for (uint32_t i = 0; i < kTileElems; ++i) dst[i] = static_cast<uint8_t>(f2u(in[i]) & 0xffu);
     } else if (fmt == kFloat16_b) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_bf16_packer(in[i]);

@@ -139,7 +139,7 @@ void reduce_tile(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_sc
         }
         after_math(c, out);
     }
-    c.defined[dst] = true;
+    wrote(c, dst);
     cur().core->counters.tile_ops++;
     cur().core->counters.reduce_tiles++;
 }
@@ -190,7 +190,7 @@ void bcast_tiles(Binary op, BcastDim dim, uint32_t icb0, uint32_t icb1, uint32_t
         }
         after_math(c, out);
     }
-    c.defined[dst] = true;
+    wrote(c, dst);
     cur().core->counters.tile_ops++;
 }
 
@@ -202,6 +202,7 @@ void unary_bcast(BcastDim dim, uint32_t icb, uint32_t itile, uint32_t dst, uint3
     // the broadcast modes leave the tile in SrcB (B2D); NONE copies through SrcA
     if (dim == BcastDim::None) check_src_format(c.srca, icb, "SrcA", line, name);
     else check_src_format(c.srcb, icb, "SrcB", line, name);
+    require_float_cb(icb, line, name);
     const uint8_t* src = front_tile(icb, itile, line, name);
     float* out = dst_tile(c, dst, line, name);
     if (!sim().protocol_only) {
@@ -212,7 +213,7 @@ void unary_bcast(BcastDim dim, uint32_t icb, uint32_t itile, uint32_t dst, uint3
         }
         after_math(c, out);
     }
-    c.defined[dst] = true;
+    wrote(c, dst);
     cur().core->counters.tile_ops++;
 }
 

@@ -54,6 +54,11 @@ float* sfpu_read(ComputeState& c, uint32_t dst, uint32_t line, const char* op) {
                                   "undefined behaviour; write the tile first (copy_tile, an FPU op, fill_tile)", op,
                                   dst));
     }
+    if (c.integer[dst]) {
+        kernel_error(line, format("%s reads DST[%u], which holds 32-bit integers (copy_tile of a UInt8 CB, or "
+                                  "typecast_tile<..., UInt8>): the SFPU op would take their bits for floats; "
+                                  "convert them with typecast_tile<UInt8, Float32> first", op, dst));
+    }
     return t;
 }
 
@@ -141,7 +146,7 @@ void sfpu_op(std::initializer_list<uint32_t> in, uint32_t out, uint8_t vector_mo
         std::copy(result, result + kTileElems, t);
         after_math(c, t);
     }
-    c.defined[out] = true;
+    wrote(c, out);
     cur().core->counters.tile_ops++;
 }
 
@@ -177,6 +182,49 @@ void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32
     const float* no = dst_tile(c, dst_false, line, "where_tile");
     sfpu_op({dst_cond, dst_true, dst_false}, dst_out, 4, line, "where_tile",
             [&](uint32_t i) { return cond[i] != 0.0f ? yes[i] : no[i]; });
+}
+
+// typecast_tile (api/compute/eltwise_unary/typecast.h, ckernel_sfpu_typecast.h of 0.81.1). UInt8 -> Float32 /
+// Float16_b: calculate_typecast_uint32_to_fp32 / _fp16b on the zero-extended byte, exact. Float -> UInt8:
+// calculate_typecast_fp32_to_uint8: |x| truncated toward zero (exponents below 0 give 0), negated for x < 0, the
+// low byte of that two's complement value; exponents >= 31 (|x| >= 2^31, Inf, NaN) give 0.
+void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line) {
+    ComputeState& c = cs(line);
+    const char* op = in_fmt == kUInt8 ? "typecast_tile<UInt8, float>" : "typecast_tile<float, UInt8>";
+    require_math(c, line, op);
+    float* t = dst_tile(c, dst, line, op);
+    if (!c.defined[dst]) sfpu_read(c, dst, line, op);   // the undefined-DST error
+    if (!c.fp32_acc) {
+        kernel_error(line, format("%s with fp32_dest_acc_en off: DST holds the integers as 32-bit values (the LLK "
+                                  "asserts FP32 Dest mode for Int8/UInt8/Int32 data: llk_unpack_common.h, "
+                                  "llk_math_common.h); set ComputeConfig.fp32_dest_acc_en", op));
+    }
+    const bool from_int = in_fmt == kUInt8;
+    if (c.integer[dst] != from_int) {
+        kernel_error(line, format("%s on DST[%u], which holds %s: %s", op, dst,
+                                  c.integer[dst] ? "32-bit integers" : "floats",
+                                  from_int ? "the SFPU would take the floats' bits for integers (copy_tile of a "
+                                             "UInt8 CB puts integers in DST)"
+                                           : "they are integers already (convert them with typecast_tile<UInt8, "
+                                             "Float32> first)"));
+    }
+    if (!sim().protocol_only) {
+        for (uint32_t i = 0; i < kTileElems; ++i) {
+            if (from_int) {
+                t[i] = static_cast<float>(f2u(t[i]));   // 0..255: exact in Float32 and Float16_b
+            } else {
+                const float x = t[i];
+                uint32_t byte = 0;
+                if (std::isfinite(x) && std::fabs(x) < 2147483648.0f) {
+                    byte = static_cast<uint32_t>(static_cast<int64_t>(std::trunc(x))) & 0xffu;
+                }
+                t[i] = u2f(byte);
+            }
+        }
+        if (from_int && out_fmt == kFloat16_b) round_tile(t, kFloat16_b);   // FP32_TO_FP16B (a no-op on 0..255)
+    }
+    wrote(c, dst, !from_int);
+    cur().core->counters.tile_ops++;
 }
 
 void fill_tile(uint32_t dst, float value, uint32_t line) {

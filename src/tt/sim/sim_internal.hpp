@@ -42,6 +42,7 @@ using hw::Fmt;
 using hw::kFloat16;
 using hw::kFloat16_b;
 using hw::kFloat32;
+using hw::kUInt8;
 using hw::kMaxCBs;
 using hw::kTileElems;
 constexpr uint32_t kDramBase = 0x1000;    // first DRAM address the emulator's allocator hands out
@@ -203,6 +204,10 @@ struct ComputeState {
     // DST tiles written since tile_regs_acquire(): pack release leaves DST undefined on hardware (ZEROACC), which
     // FPU ops read as their identity and the packer as 0, but SFPU loads of it are undefined behaviour.
     std::array<bool, 16> defined{};
+    // DST tiles holding 32-bit integers (each float of the tile carries an integer's bits): copy_tile of a UInt8 CB
+    // and typecast_tile<..., UInt8> write them, typecast_tile<UInt8, ...> makes them floats again. SFPU float ops on
+    // them, and packs of them into float CBs (or of floats into a UInt8 CB), are refused.
+    std::array<bool, 16> integer{};
     // Between reduce_init and reduce_uninit: the reduce configured, and the packer's edge mask (only the
     // reduce's result positions are packed, 0 elsewhere).
     bool reduce_active = false;
