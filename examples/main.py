@@ -4,7 +4,7 @@ Compiles the design's GEMM (bf16, 32x32 blocks), TileLang's example GEMM (128x12
 fp16 in / fp32 accumulate, T.Pipelined, T.use_swizzle) and elementwise kernels (fp32 and bf16, plus a
 fused exp(a) * b + 1 chain), and TileLang's everyday kernels (softmax, layernorm and rms_norm in the form of
 TileLang's examples, GEMV, a rank-3 batched GEMM, a GEMM with a bias + ReLU epilogue, a two-layer MLP and
-FlashAttention forward), GEMMs with block-float (Bfp8_b, Bfp4_b), int8 and packed int4 dequantized weights
+FlashAttention forward), GEMMs with block-float (Bfp8_b, Bfp4_b), int8, uint8 and packed int4 dequantized weights
 (examples/dequant_kernels.py) for wormhole_b0 and blackhole, prints each per-core plan and the artifact
 directory, runs the exact generated host program and kernels on tt-sim (the CPU emulator; no Tenstorrent
 device here) and prints the max error against torch, and checks every artifact against the real TT-Metalium
@@ -109,6 +109,17 @@ def dequant_int8_inputs(M, N, K_):
     return [a, b, scale, torch.empty(M, N, dtype=torch.bfloat16)], ref
 
 
+def dequant_uint8_inputs(M, N, K_):
+    """uint8 weights B[N, K] (a UInt8 tensor, cast on the SFPU) with per-channel zero points and scales:
+    C = A @ ((B - Zero[:, None]) * Scale[:, None])^T."""
+    a = torch.randn(M, K_, dtype=torch.bfloat16)
+    b = torch.randint(0, 256, (N, K_), dtype=torch.uint8)
+    zero = torch.randint(100, 156, (N,)).to(torch.bfloat16)
+    scale = (torch.rand(N) * 0.02 + 0.001).to(torch.bfloat16)
+    ref = a.float() @ ((b.float() - zero.float()[:, None]) * scale.float()[:, None]).T
+    return [a, b, zero, scale, torch.empty(M, N, dtype=torch.bfloat16)], ref
+
+
 def dequant_int4_inputs(M, N, K_, g):
     """Packed uint4 weights B[K, N // 2] (low nibble first) with per-group zero points and scales [K // g, N]:
     C = A @ ((B - Zeros) * Scale)."""
@@ -156,6 +167,8 @@ CASES = [
      lambda: bfp_gemm_inputs(256, 256, 256, "Bfp4_b")),
     ("dequant GEMM 128x128x256, int8 weights, per-channel scales (TileLang example form)",
      lambda: D.dequant_gemm_int8(128, 128, 256), lambda: dequant_int8_inputs(128, 128, 256)),
+    ("dequant GEMM 128x128x256, uint8 weights (UInt8 tensor, typecast on the SFPU), per-channel zero points "
+     "and scales", lambda: D.dequant_gemm_uint8(128, 128, 256), lambda: dequant_uint8_inputs(128, 128, 256)),
     ("dequant GEMM 128x128x256, packed uint4 weights, per-group zero points and scales [K // 128, N] "
      "(TileLang example form)", lambda: D.dequant_gemm_int4_grouped(128, 128, 256, "uint", group_size=128),
      lambda: dequant_int4_inputs(128, 128, 256, 128)),
