@@ -103,8 +103,8 @@ CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
 
 # TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
 # matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly
-# (7 magnitude bits under the face row's shared exponent) and unpacks losslessly to BF16; -128 saturates to -127,
-# as in TT's own Int8 (sign-magnitude) format.
+# (7 magnitude bits under the face row's shared exponent) and unpacks losslessly to BF16; the runtime refuses -128,
+# which neither Bfp8_b nor TT's own Int8 (sign-magnitude) format holds.
 READ_ONLY_FORMATS: dict[str, str] = {"int8": "Bfp8_b"}
 
 # Formats a tensor may be stored in by annotation (T.annotate_tt_format), per TileLang dtype of the tensor.

@@ -178,11 +178,18 @@ BLOCK_FLOAT = tuple(name for name, f in TILE_FORMATS.items() if f.kind == "bfp")
 
 def to_block_float(value, buf: dict, view: tuple, padded: tuple) -> np.ndarray:
     """A host tensor as the bytes of its Bfp8_b / Bfp4_b tiles (tt-metal's host conversion, ``blockfloat.to_tiles``:
-    what ``ttnn.from_torch(..., bfloat8_b)`` writes). int8 tensors: their integers, -128 saturated to -127 (every
-    integer in [-127, 127] is exact in Bfp8_b). Padding is zero (never NaN: it would set its row's exponent)."""
+    what ``ttnn.from_torch(..., bfloat8_b)`` writes). int8 tensors: their integers (every integer in [-127, 127] is
+    exact in Bfp8_b: a sign and 7 magnitude bits; -128 is refused rather than rounded to -127). Padding is zero
+    (never NaN: it would set its row's exponent)."""
+    if hasattr(value, "detach") and not value.dtype.is_floating_point:
+        value = value.detach().cpu().numpy()
     arr = value.detach().cpu().float().numpy() if hasattr(value, "detach") else np.asarray(value)
-    if arr.dtype.kind in "iu":
-        arr = np.clip(arr.astype(np.int64), -127, 127)
+    if arr.dtype.kind in "iu" and arr.size and (int(arr.min()) < -127 or int(arr.max()) > 127):
+        raise TTSimError(f"{buf.get('name', 'tensor')}: integer weights stored as {buf['format']} must lie in "
+                         f"[-127, 127] (a sign and 7 magnitude bits); got {int(arr.min())}..{int(arr.max())}",
+                         construct="kernel call",
+                         fix="quantize symmetrically to [-127, 127], or pass uint8 weights with a zero point "
+                             "(a uint8 tensor is stored as UInt8)")
     arr = np.ascontiguousarray(arr, dtype=np.float32).reshape(view)   # whole tiles: the compiler checks it
     if tuple(arr.shape) != tuple(padded):
         grid = np.zeros(padded, dtype=np.float32)

@@ -27,8 +27,9 @@ from .errors import TTError
 
 # TT format -> NumPy dtype of the .npy files written and of random inputs: a float format, the NumPy float of its
 # TileLang dtype (float32 where NumPy has none: bfloat16); a block-float format, float32 (inputs are rounded into
-# it on the way in, outputs decoded). Integer formats are not readable.
-_HOST_DTYPE = {f.name: np.dtype(getattr(np, dtype, np.float32)) for dtype, f in FORMATS.items() if f.kind == "float"}
+# it on the way in, outputs decoded); an integer format (UInt8), the integer dtype itself.
+_HOST_DTYPE = {f.name: np.dtype(getattr(np, dtype, np.float32)) for dtype, f in FORMATS.items()
+               if f.kind in ("float", "int")}
 _HOST_DTYPE.update({name: np.dtype(np.float32) for name, f in TILE_FORMATS.items() if f.kind == "bfp"})
 STRICT_ENV = "TT_SIM_STRICT"
 
@@ -113,6 +114,14 @@ class HostTensor:
         """The caller's integers are used bit for bit: a file must hold exactly this dtype."""
         return np.issubdtype(self.dtype, np.integer)
 
+    def value_range(self, fmt: str) -> tuple[int, int]:
+        """The integers a random input draws from: the dtype's, except int8 weights stored in a block-float format,
+        which hold [-127, 127] (the runtime refuses -128, emulator.to_block_float)."""
+        info = np.iinfo(self.dtype)
+        if self.packed is None and TILE_FORMATS[fmt].kind == "bfp":
+            return max(int(info.min), -127), int(info.max)
+        return int(info.min), int(info.max)
+
     def wants(self, buf: dict, shape) -> str:
         """What the artifact wants, for errors about an integer tensor."""
         if self.packed:
@@ -194,9 +203,9 @@ def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: di
             raise RunInputError(f"no input for {name}", construct="tilelang-tt run",
                                 fix=f"pass --input {name}=FILE.npy, or --seed N for seeded random inputs")
         elif host.integer:
-            info = np.iinfo(host.dtype)
-            array = rng.integers(info.min, info.max, size=shape, dtype=host.dtype, endpoint=True)
-            sources[name] = f"random uniform {host.dtype}, seed {seed}"
+            lo, hi = host.value_range(buf["format"])
+            array = rng.integers(lo, hi, size=shape, dtype=host.dtype, endpoint=True)
+            sources[name] = f"random uniform {host.dtype} in [{lo}, {hi}], seed {seed}"
         else:
             array = rng.standard_normal(shape, dtype=np.float32)
             sources[name] = f"random normal, seed {seed}"

@@ -235,7 +235,8 @@ def test_packed_int4_seeded_random_bytes(int4_dir, tmp_path, capsys):
     assert rc == 0, err
     qb = np.load(tmp_path / "inputs" / "B.npy")
     assert qb.dtype == np.int8 and qb.shape == (DN, DK // 2) and qb.min() < -64 and qb.max() > 64
-    assert json.loads((tmp_path / "report.json").read_text())["inputs"]["B"] == "random uniform int8, seed 5"
+    assert json.loads((tmp_path / "report.json").read_text())["inputs"]["B"] == \
+        "random uniform int8 in [-128, 127], seed 5"       # packed bytes: every value is a pair of int4
     a, s = (torch.from_numpy(np.load(tmp_path / "inputs" / f"{n}.npy")).to(torch.bfloat16) for n in ("A", "Scale"))
     w = ref_unpack_int4(torch.from_numpy(qb), "int", 1)
     check_model(torch.from_numpy(np.load(tmp_path / "C.npy")), a, bf16_away(w * trunc(s, 7)[:, None]).T)
@@ -279,3 +280,34 @@ def test_packed_input_errors(case, int4_dir, tmp_path, capsys):
     rc, _, err = _run(capsys, int4_dir, "--input", f"B={tmp_path / 'qb.npy'}", "--seed", 1, "--out", tmp_path / "out")
     assert rc == 2
     assert err == f"error: tilelang-tt run: input B: {tmp_path / 'qb.npy'} {message}\n"
+
+
+def test_uint8_tensors_are_read_and_written_as_uint8(tmp_path, capsys):
+    from tests.tt.test_uint8 import cast_in, cast_out, to_uint8_model
+
+    reader = tilelang.compile(cast_in(64, 64), target="tt").artifact_dir
+    a = np.arange(64 * 64, dtype=np.int64).reshape(64, 64).astype(np.uint8)      # every byte value
+    np.save(tmp_path / "a.npy", a)
+    rc, _, err = _run(capsys, reader, "--input", f"A={tmp_path / 'a.npy'}", "--out", tmp_path / "r")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "r" / "B.npy"), a.astype(np.float32))
+    writer = tilelang.compile(cast_out(64, 64), target="tt").artifact_dir
+    rc, _, err = _run(capsys, writer, "--seed", 3, "--out", tmp_path / "w")
+    assert rc == 0, err
+    b = np.load(tmp_path / "w" / "B.npy")
+    assert b.dtype == np.uint8
+    x = torch.from_numpy(np.load(tmp_path / "w" / "inputs" / "A.npy"))
+    np.testing.assert_array_equal(b, to_uint8_model(x).numpy())
+    np.save(tmp_path / "f.npy", a.astype(np.float32))
+    rc, _, err = _run(capsys, reader, "--input", f"A={tmp_path / 'f.npy'}", "--out", tmp_path / "x")
+    assert rc == 2 and "input A: " in err and "holds float32, the artifact wants uint8 [64, 64] (stored as UInt8)" in err
+
+
+def test_int8_weights_seeded_random_stay_in_bfp8_range(tmp_path, capsys):
+    kdir = tilelang.compile(D.dequant_gemm_int8(64, 64, 128), target="tt").artifact_dir
+    rc, _, err = _run(capsys, kdir, "--seed", 4, "--out", tmp_path)
+    assert rc == 0, err
+    b = np.load(tmp_path / "inputs" / "B.npy")
+    assert b.dtype == np.int8 and b.min() == -127 and b.max() == 127
+    assert json.loads((tmp_path / "report.json").read_text())["inputs"]["B"] == \
+        "random uniform int8 in [-127, 127], seed 4"

@@ -208,6 +208,19 @@ def test_int8_weights_hold_every_value_in_range():
     assert np.array_equal(untilize(vals, (64, 64)), b.numpy().astype(np.float32))
 
 
+def test_int8_weight_minus_128_is_refused(act):
+    # Bfp8_b holds [-127, 127] exactly; -128 would need the row's exponent one higher (odd neighbours would round)
+    b = torch.randint(-127, 128, (N, K), dtype=torch.int8)
+    b[5, 7] = -128
+    s = torch.ones(N, dtype=torch.bfloat16)
+    kernel = tilelang.compile(D.dequant_gemm_int8(M, N, K), target="tt")
+    from tilelang_tt.emulator import TTSimError
+    with pytest.raises(TTSimError, match=r"B: integer weights stored as Bfp8_b must lie in \[-127, 127\] \(a sign "
+                                         r"and 7 magnitude bits\); got -128\.\.127") as err:
+        kernel(act, b, s, torch.empty(M, N, dtype=torch.bfloat16))
+    assert "uint8 weights with a zero point" in str(err.value)
+
+
 def test_int8_result_is_refused():
     import tilelang.language as T
 
