@@ -78,13 +78,16 @@ def _dump(mod: IRModule, step: int, name: str) -> None:
     if not os.environ.get(DUMP_ENV):
         return
     for gv, func in mod.functions.items():
-        _dump_text(gv.name_hint, f"{step:02d}_{name}.py", func.script() if hasattr(func, "script") else str(func))
+        _dump_text(gv.name_hint, f"{step:02d}_{name}.py",
+                   lambda f=func: f.script() if hasattr(f, "script") else str(f))
 
 
-def _dump_text(kernel: str, file: str, text: str) -> None:
+def _dump_text(kernel: str, file: str, make_text) -> None:
+    """Write ``make_text()`` (called only when TILELANG_TT_DUMP_IR is set: printing is most of a small compile)."""
     where = os.environ.get(DUMP_ENV)
     if not where:
         return
+    text = make_text()
     if where in ("1", "log"):
         logger.info("IR after %s (%s):\n%s", file, kernel, text)
         return
@@ -121,10 +124,10 @@ def build_program(func, ctx, options: TTOptions):
                              ctx.dev.dst_capacity(ctx.fp32_acc), ctx.fp32_acc, ctx.src).run()
     program.cbs = ctx.program_cbs()
     base = len(passes(options)) + 1
-    _dump_text(ctx.name, f"{base:02d}_LowerToTTProgram.txt", dump(program))
+    _dump_text(ctx.name, f"{base:02d}_LowerToTTProgram.txt", lambda: dump(program))
     for step, (name, fn) in enumerate(program_passes(ctx), start=base + 1):
         program = fn(program)
-        _dump_text(ctx.name, f"{step:02d}_{name}.txt", dump(program))
+        _dump_text(ctx.name, f"{step:02d}_{name}.txt", lambda p=program: dump(p))
     return program
 
 
