@@ -59,7 +59,7 @@ CASES = {
     "unsupported_function": (lambda: unary_kernel(T.floor), TTUnsupportedError,
                              r"elementwise function tirx.floor has no TT tile intrinsic"),
     "unsupported_dtype": (lambda: K.elementwise_add(64, 64, "float64"), TTUnsupportedError,
-                          r"dtype 'float64' has no supported TT data format.*fix: use one of \['bfloat16', 'float16', 'float32'\]"),
+                          r"dtype 'float64' has no supported TT data format.*fix: use one of \['bfloat16', 'float16', 'float32', 'uint8'\]"),
     "int_dtype": (lambda: K.elementwise_add(64, 64, "int8"), TTUnsupportedError, r"dtype 'int8' has no supported TT data format"),
     "misaligned_copy": (lambda: gemm_kernel(M=96, offset=16), TTUnsupportedError,
                         r"row offset .* of A is not a multiple of 32"),
