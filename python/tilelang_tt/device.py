@@ -106,6 +106,8 @@ CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
 # (7 magnitude bits under the face row's shared exponent) and unpacks losslessly to BF16; the runtime refuses -128,
 # which neither Bfp8_b nor TT's own Int8 (sign-magnitude) format holds.
 READ_ONLY_FORMATS: dict[str, str] = {"int8": "Bfp8_b"}
+# The integers a block-float-stored int8 tensor may hold (the runtime refuses others; random CLI inputs draw here).
+BFP_INT_RANGE: tuple[int, int] = (-127, 127)
 
 # Formats a tensor may be stored in by annotation (T.annotate_tt_format), per TileLang dtype of the tensor.
 BLOCK_FLOAT_STORAGE: dict[str, tuple[str, ...]] = {

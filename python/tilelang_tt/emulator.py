@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import blockfloat
-from .device import TILE_FORMATS
+from .device import BFP_INT_RANGE, TILE_FORMATS
 from .errors import TTError
 
 logger = logging.getLogger(__name__)
@@ -181,12 +181,15 @@ def to_block_float(value, buf: dict, view: tuple, padded: tuple) -> np.ndarray:
     what ``ttnn.from_torch(..., bfloat8_b)`` writes). int8 tensors: their integers (every integer in [-127, 127] is
     exact in Bfp8_b: a sign and 7 magnitude bits; -128 is refused rather than rounded to -127). Padding is zero
     (never NaN: it would set its row's exponent)."""
-    if hasattr(value, "detach") and not value.dtype.is_floating_point:
-        value = value.detach().cpu().numpy()
-    arr = value.detach().cpu().float().numpy() if hasattr(value, "detach") else np.asarray(value)
-    if arr.dtype.kind in "iu" and arr.size and (int(arr.min()) < -127 or int(arr.max()) > 127):
+    if hasattr(value, "detach"):       # torch: integers stay integers (checked below), floats as float32
+        value = value.detach().cpu()
+        arr = (value.float() if value.dtype.is_floating_point else value).numpy()
+    else:
+        arr = np.asarray(value)
+    lo, hi = BFP_INT_RANGE
+    if arr.dtype.kind in "iu" and arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
         raise TTSimError(f"{buf.get('name', 'tensor')}: integer weights stored as {buf['format']} must lie in "
-                         f"[-127, 127] (a sign and 7 magnitude bits); got {int(arr.min())}..{int(arr.max())}",
+                         f"[{lo}, {hi}] (a sign and 7 magnitude bits); got {int(arr.min())}..{int(arr.max())}",
                          construct="kernel call",
                          fix="quantize symmetrically to [-127, 127], or pass uint8 weights with a zero point "
                              "(a uint8 tensor is stored as UInt8)")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .device import FORMATS, TILE_FORMATS
+from .device import BFP_INT_RANGE, FORMATS, TILE_FORMATS
 from .errors import TTError
 
 # TT format -> NumPy dtype of the .npy files written and of random inputs: a float format, the NumPy float of its
@@ -116,10 +116,10 @@ class HostTensor:
 
     def value_range(self, fmt: str) -> tuple[int, int]:
         """The integers a random input draws from: the dtype's, except int8 weights stored in a block-float format,
-        which hold [-127, 127] (the runtime refuses -128, emulator.to_block_float)."""
-        info = np.iinfo(self.dtype)
+        which hold ``device.BFP_INT_RANGE`` (the runtime refuses others, emulator.to_block_float)."""
         if self.packed is None and TILE_FORMATS[fmt].kind == "bfp":
-            return max(int(info.min), -127), int(info.max)
+            return BFP_INT_RANGE
+        info = np.iinfo(self.dtype)
         return int(info.min), int(info.max)
 
     def wants(self, buf: dict, shape) -> str:
