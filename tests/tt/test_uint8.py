@@ -198,6 +198,11 @@ SEEDED = [
     # the conversion run twice: the second one meets integers
     ("typecast_out_twice", "out", "kernels/compute.cpp", TC_OUT, TC_OUT + "\n        " + TC_OUT, 1,
      r"typecast_tile<float, UInt8> on DST\[0\], which holds 32-bit integers"),
+    # the FPU reads the uint8 CB directly (add_tiles) instead of copy_tile + typecast_tile
+    ("fpu_reads_uint8_cb", "in", "kernels/compute.cpp", "copy_tile(cb_A_s, 0, 0);",
+     "add_init(cb_A_s, cb_A_s);\n        add_tiles(cb_A_s, cb_A_s, 0, 0, 0);", 1,
+     r"eltwise binary tile op reads CB \d+ \(UInt8\): the emulator models integer tiles on the copy_tile \+ "
+     r"typecast_tile path"),
     # 16-bit DST: the unpacker cannot hold the integers
     ("uint8_with_16bit_dst", "in", "host.cpp", ".fp32_dest_acc_en = true", ".fp32_dest_acc_en = false", 1,
      r"copy_tile of CB \d+ \(UInt8\) with fp32_dest_acc_en off"),
