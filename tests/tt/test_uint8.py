@@ -203,6 +203,10 @@ SEEDED = [
      "add_init(cb_A_s, cb_A_s);\n        add_tiles(cb_A_s, cb_A_s, 0, 0, 0);", 1,
      r"eltwise binary tile op reads CB \d+ \(UInt8\): the emulator models integer tiles on the copy_tile \+ "
      r"typecast_tile path"),
+    # packer L1 accumulation onto UInt8 pages
+    ("l1_acc_into_uint8", "out", "kernels/compute.cpp", TC_OUT, TC_OUT + "\n        pack_reconfig_l1_acc(1);", 1,
+     r"pack_tile into CB \d+ \(UInt8\) with L1 accumulation \(pack_reconfig_l1_acc\(1\)\): not supported for "
+     r"integer tiles"),
     # 16-bit DST: the unpacker cannot hold the integers
     ("uint8_with_16bit_dst", "in", "host.cpp", ".fp32_dest_acc_en = true", ".fp32_dest_acc_en = false", 1,
      r"copy_tile of CB \d+ \(UInt8\) with fp32_dest_acc_en off"),
