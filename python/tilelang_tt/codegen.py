@@ -122,6 +122,8 @@ def _cb_entry(v) -> dict:
     for key in ("shape_tiles", "subblock"):
         if key in e:
             e[key] = [int(x) for x in e[key]]
+    if "band" in e:
+        e["band"] = {str(k): int(x) for k, x in v["band"].items()}
     for key in ("index", "block_tiles", "num_pages", "bytes", "page_size", "depth_blocks"):
         e[key] = int(e[key])
     return e
@@ -206,6 +208,8 @@ def _plan_cbs(ctx: _Context) -> list:
             entry["subblock"] = e["subblock"]
         if "accumulate" in e:
             entry["accumulate"] = e["accumulate"]
+        if "band" in e:
+            entry["band"] = e["band"]
         out.append(entry)
     return out
 
@@ -239,8 +243,9 @@ def _plan(ctx: _Context, program) -> dict:
 def _cb_decls(ctx: _Context, body) -> list:
     used = {a.name for c in calls(body) for a in c.args if isinstance(a, CB)}
     return [{"var": ctx.cb_vars[n], "index": e["index"],
-             "comment": comment_text(f"{n}: {e['shape_tiles'][0]}x{e['shape_tiles'][1]} tiles {e['dtype']}, "
-                                     f"{e['role']}, depth {e['depth_blocks']} block(s)")}
+             "comment": comment_text(f"{n}: {e['shape_tiles'][0]}x{e['shape_tiles'][1]} tiles {e['dtype']}, {e['role']}, "
+                                     + (f"streamed in {e['band']['depth']} bands of {e['band']['pages']} tiles"
+                                        if "band" in e else f"depth {e['depth_blocks']} block(s)"))}
             for n, e in sorted(ctx.cbs.items(), key=lambda kv: kv[1]["index"]) if n in used]
 
 

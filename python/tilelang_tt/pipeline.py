@@ -4,7 +4,7 @@ TIR passes (``lower_module``):
 
     BindTarget -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
-               -> TensorizeTT (unless the target says tensorize=false) -> mark as device kernel
+               -> TensorizeTT (unless the target says tensorize=false) -> StreamBandsTT -> mark as device kernel
 
 UnpackWeightsTT runs first: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
 plan), so every later pass sees ordinary int8 weights.
@@ -16,6 +16,9 @@ the split of the K/V loop at the diagonal, which the general lowering then carri
 SuperBlockTT runs after SDPAFusionTT and before GridToPersistentTT: it chooses multicast for a GEMM that chose no
 schedule and fuses each core's rectangle of GEMM blocks into one per-core block, which changes the grid
 GridToPersistentTT splits and every block shape after it.
+
+StreamBandsTT runs last, once TensorizeTT has placed every accumulator (DST or a CB): it checks the CBs fit L1 and,
+where they do not, streams a matmul's A block in row bands.
 
 TT program passes (``build_program``, run by codegen on the tile program):
 
@@ -42,6 +45,7 @@ from .transform.grid_to_persistent import grid_to_persistent
 from .transform.memory_space_lower import memory_space_lower
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
+from .transform.stream_bands import stream_bands
 from .transform.super_block import super_block
 from .transform.tensorize import tensorize
 from .transform.tile_pad import tile_pad
@@ -71,6 +75,7 @@ def passes(options: TTOptions):
     ]
     if options.tensorize:
         seq.append(("TensorizeTT", lambda f: tensorize(f, dev)))
+    seq.append(("StreamBandsTT", lambda f: stream_bands(f, dev)))
     return seq
 
 

@@ -94,3 +94,17 @@ def attention_error_bound(q, k, v, ref, causal, layout, fidelity="HiFi2", chunk=
     if layout == "bshd":
         rel = rel.transpose(1, 2)
     return 2.0 ** -8 * ref.abs() + rel * attention_ref(q, k, v.abs(), causal, layout)
+
+
+def broken_copy(artifact_dir, dest, rel, old, new):
+    """A copy of an artifact at ``dest`` with ``old`` (which must occur once in ``rel``) replaced by ``new``: a
+    seeded bug for the emulator's checks."""
+    import shutil
+    from pathlib import Path
+
+    shutil.copytree(artifact_dir, dest)
+    path = Path(dest) / rel
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} not found once in {rel}"
+    path.write_text(text.replace(old, new))
+    return dest

@@ -8,7 +8,6 @@ check (``TILELANG_TT_REAL_CHECK=0`` skips that test).
 """
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ import tilelang_tt  # noqa: F401
 from tilelang_tt import emulator
 from tilelang_tt.emulator import TTSimError
 from tilelang_tt.errors import TTScheduleError
+
+from .helpers import broken_copy
 
 ARCHS = ("wormhole_b0", "blackhole")
 TILE_BYTES = 32 * 32 * 2   # a bf16 tile
@@ -156,12 +157,7 @@ def _inputs(kernel):
 @pytest.mark.parametrize("case", CORPUS, ids=[c[0] for c in CORPUS])
 def test_sanitizer_catches_broken_handshake(case, tmp_path, mcast_kernel):
     name, rel, old, new, message = case
-    broken = tmp_path / "artifact"
-    shutil.copytree(mcast_kernel.artifact_dir, broken)
-    path = broken / rel
-    text = path.read_text()
-    assert text.count(old) == 1, f"corpus case {name}: {old!r} not found once in {rel}"
-    path.write_text(text.replace(old, new))
+    broken = broken_copy(mcast_kernel.artifact_dir, tmp_path / "artifact", rel, old, new)
     with pytest.raises(TTSimError, match=message):
         emulator.run(broken, mcast_kernel.plan, _inputs(mcast_kernel), timeout_s=120)
 

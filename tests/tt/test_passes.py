@@ -108,7 +108,7 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
     assert names == ["00_Input.py", "01_UnpackWeightsTT.py", "02_SDPAFusionTT.py", "03_SuperBlockTT.py",
                      "04_GridToPersistentTT.py", "05_TTShardToCoreMap.py", "06_TilePadTT.py",
-                     "07_MemorySpaceLowerTT.py", "08_TensorizeTT.py"]
+                     "07_MemorySpaceLowerTT.py", "08_TensorizeTT.py", "09_StreamBandsTT.py"]
     assert "tt_eltwise" in (tmp_path / "main" / "08_TensorizeTT.py").read_text()
 
 

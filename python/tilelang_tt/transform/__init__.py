@@ -4,10 +4,11 @@ from .grid_to_persistent import GridToPersistentTT
 from .memory_space_lower import MemorySpaceLowerTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
+from .stream_bands import StreamBandsTT
 from .super_block import SuperBlockTT
 from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
 __all__ = ["UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT",
-           "MemorySpaceLowerTT", "TensorizeTT"]
+           "MemorySpaceLowerTT", "TensorizeTT", "StreamBandsTT"]

@@ -251,6 +251,16 @@ class LowerToProgram:
         e = self.cbs[name]
         n = e["block_tiles"]
         cb, where, op = CB(name), *self._where(args, "read_tiles")
+        if "band" in e:     # StreamBandsTT: one push per band of rows; the matmul waits and pops per band
+            rows, pages = int(e["band"]["rows"]), int(e["band"]["pages"])
+            tensor, row, col, nrows, cols = where
+
+            def band(b):
+                return [Call("cb_reserve_back", (cb, pages), note),
+                        Call(op, (cb, tensor, row + b * rows, col, rows, cols), note),
+                        Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, pages), note)]
+
+            return {"reader": loop("band", nrows // rows, band)}
         out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call(op, (cb, *where), note),
                           Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, n), note)]}
         if "compute" in e["consumer"]:
@@ -354,14 +364,19 @@ class LowerToProgram:
         # an rt x ct block of DST (more than one tile) unpacks rt + ct tiles per K tile instead of 2 per tile matmul
         row_major = not trans_b and all(self.cbs[n]["role"] != "intermediate" for n in (a_name, b_name))
 
+        band = a.get("band")     # StreamBandsTT: A arrives band by band, one band per subblock row
+
+        def a_pos(m, k):    # m: A's tile row in the block, or in the band when A is banded
+            return m * kt + k if band else self.queue_pos(a_name, m, k)
+
         def mm(m, n, k, dst):
-            return [Call("matmul_tiles", (ca, cbb, self.queue_pos(a_name, m, k), b_index(k, n), Dst(dst)), note)]
+            return [Call("matmul_tiles", (ca, cbb, a_pos(m, k), b_index(k, n), Dst(dst)), note)]
 
         def mm_block(m, n, rt, ct):
             """DST[0 .. rt * ct) += the rt x ct output tiles at (m, n), over every K tile."""
             dims = (Lit("0"), ct, rt, kt)
             return [reconfig, Call("matmul_block_init", (ca, cbb, *dims), note)], loop("kt", kt, lambda k: [Call(
-                "matmul_block", (ca, cbb, self.queue_pos(a_name, m, k), b_index(k, n), Dst(0), *dims), note)])
+                "matmul_block", (ca, cbb, a_pos(m, k), b_index(k, n), Dst(0), *dims), note)])
 
         if c_name == self.dst_frag:
             if row_major and mt * nt > 1:
@@ -380,8 +395,9 @@ class LowerToProgram:
             init = mm_block(0, 0, sh, sw)[0]
 
         def subblock(sm, sn):
-            math = mm_block(sm * sh, sn * sw, sh, sw)[1] if block else loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
-                "kt", kt, lambda k: mm(sm * sh + h, sn * sw + w, k, h * sw + w))))
+            row = (lambda h: h) if band else (lambda h: sm * sh + h)     # A's rows: in the band, or the block
+            math = mm_block(row(0), sn * sw, sh, sw)[1] if block else loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
+                "kt", kt, lambda k: mm(row(h), sn * sw + w, k, h * sw + w))))
             if l1_acc:    # the partials stay in L1: pop them so the pack lands on their pages and adds to them
                 why = f"the packer adds this {sh}x{sw} subblock to its partial sums in place"
                 free = [Call("cb_wait_front", (cc, sub), why), Call("cb_pop_front", (cc, sub), why)]
@@ -394,7 +410,18 @@ class LowerToProgram:
             return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
                     + self.pack(cc, sub, note))
 
-        body = loop("sm", mt // sh, lambda sm: loop("sn", nt // sw, lambda sn: subblock(sm, sn)))
+        def subblock_row(sm):
+            if not band:
+                return loop("sn", nt // sw, lambda sn: subblock(sm, sn))
+            if int(band["rows"]) != sh:
+                raise TTLoweringError(f"{a_name} streams in bands of {band['rows']} tile rows, the subblock row of "
+                                      f"{c_name} has {sh}", construct=note, source=self.src)
+            why = f"{a_name} streams in bands of {sh}x{kt} tiles: this subblock row's band"
+            pages = int(band["pages"])
+            return ([Call("cb_wait_front", (ca, pages), why)] + loop("sn", nt // sw, lambda sn: subblock(sm, sn))
+                    + [Call("cb_pop_front", (ca, pages), why)])
+
+        body = loop("sm", mt // sh, subblock_row)
         if l1_acc:    # T.clear packed the initial value without accumulation; every K step adds to it
             why = f"{c_name} accumulates in L1 (packer L1 accumulation)"
             body = [Call("pack_reconfig_l1_acc", (1,), why)] + body + [Call("pack_reconfig_l1_acc", (0,), why)]

@@ -21,7 +21,8 @@ Out: the block is dissolved; every tile buffer has a CB; and
 Attributes written: ``tt.cb`` = ``{buffer name: {index, role, producer, consumer, dtype, format, page_size,
      block_tiles, shape, shape_tiles, tile_offset, depth_blocks, num_pages, bytes[, constant]}}``. Depth: ``num_stages`` of the enclosing
      ``T.Pipelined`` loop for reader-filled CBs (default 2, double-buffered), 2 blocks for writer-drained
-     CBs, 1 block for fragments.
+     CBs, 1 block for fragments. Whether they fit L1 is StreamBandsTT's check, once TensorizeTT has placed
+     accumulators (in DST or a CB).
 Errors (TTLoweringError / TTUnsupportedError): copies whose window is not the whole tile buffer or not
      tile aligned; a buffer filled by the reader and also written by compute, or drained by the writer and
      also read by compute; blocks straddling tiles or stored at another place in the tile than computed;
@@ -39,7 +40,7 @@ from tvm import tirx
 
 from .. import attrs
 from ..device import TILE_FORMATS, DeviceProfile
-from ..errors import TTLoweringError, TTResourceError, TTUnsupportedError
+from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
 from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
@@ -540,11 +541,6 @@ class _Lowerer(ParallelLower):
                            "page_size": fmt.tile_bytes, "block_tiles": block_tiles, "shape_tiles": [rows, cols],
                            "depth_blocks": depth, "num_pages": depth * block_tiles,
                            "bytes": depth * block_tiles * fmt.tile_bytes}
-        total = sum(e["bytes"] for e in table.values())
-        if total > self.device.l1_usable_bytes:
-            raise TTResourceError(f"circular buffers need {total} bytes of L1 per core, more than the "
-                                     f"{self.device.l1_usable_bytes} bytes a kernel can use on {self.device.arch}", construct="tile buffers",
-                                     source=self.src, fix="use smaller blocks or fewer pipeline stages")
         return table
 
 

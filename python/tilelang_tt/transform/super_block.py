@@ -39,8 +39,9 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      ``A_s`` / ``B_s`` ``f`` times wider along K, the loop ``f`` times shorter, the gemm's K ``f * bk``, so the
      CB-resident accumulator is reloaded and re-packed once per ``f`` K tiles (tt-metal's ``in0_block_w``) and
      each multicast moves ``f`` times more per handshake; a ``T.Pipelined`` loop keeps ``max(2, ceil(stages /
-     f))`` stages (as many K tiles in flight as the user's, double-buffered). Results are bit-identical: every
-     output element sums the same products in the same K order.
+     f))`` stages (as many K tiles in flight as the user's, double-buffered). Every output element sums the same
+     products in the same K order; a CB-resident accumulator adds them to its fp32 partial sums ``f`` K tiles at a
+     time, so a sum of more than two steps can round differently (an fp32 ulp) from the unfused kernel's.
      Automatic multicast: a kernel with no schedule choice (policy ``contiguous``, order ``row_major``, no
      ``multicast`` in the annotation or the target) that is the canonical GEMM gets ``multicast=True`` when the
      block grid has a core lattice and, with the fusion found for it, the roofline of PERF_ANCHORS section 8
