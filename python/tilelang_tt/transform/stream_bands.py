@@ -112,10 +112,10 @@ def _reorder(body, seq, read_stmt, mm_stmt):
 
 
 def stream_bands(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
-    table = {k: dict(v) for k, v in func.attrs[attrs.CB].items()}
     usable = device.l1_usable_bytes
-    if l1_bytes(table) <= usable:
+    if l1_bytes(func.attrs[attrs.CB]) <= usable:    # the common case: no copy of the table
         return func
+    table = {k: dict(v) for k, v in func.attrs[attrs.CB].items()}
     body, banded = func.body, False
     while l1_bytes(table) > usable:
         uses = _uses(func.with_body(body), table)

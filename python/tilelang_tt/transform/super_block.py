@@ -33,7 +33,7 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      (``_core_seconds``: max of a core's FPU, unpack and pack time, where a CB-resident accumulator is packed,
      with packer L1 accumulation, once per fused K step, and the DRAM time), then the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B`` ``H / h``
      times), then the largest, whose circular buffers fit the usable L1 and that compiles: the candidate is run
-     through GridToPersistentTT .. TensorizeTT (their CB sizes are the ones VerifyTTProgram checks) and codegen's
+     through GridToPersistentTT .. StreamBandsTT (which streams A in bands where that makes the CBs fit) and codegen's
      program passes up to VerifyTTProgram. ``f`` K steps (a divisor of a static K loop from 0 up to
      ``K_STEPS_FUSED``) become one:
      ``A_s`` / ``B_s`` ``f`` times wider along K, the loop ``f`` times shorter, the gemm's K ``f * bk``, so the
@@ -366,8 +366,8 @@ def _rebuild(func, loops, pre, realize, root, extents=None):
     return tirx.PrimFunc(func.params, body, func.ret_type, func.buffer_map, func.attrs, func.span)
 
 
-def _fits(func, options: TTOptions, l1_bytes: int) -> bool:
-    """The candidate lowers through GridToPersistentTT .. TensorizeTT with CBs that fit ``l1_bytes``, and (inside
+def _fits(func, options: TTOptions) -> bool:
+    """The candidate lowers through GridToPersistentTT .. StreamBandsTT (its CBs fit the usable L1), and (inside
     the pipeline, where the resolved options are attached) through the program passes and VerifyTTProgram too,
     so a fused kernel never fails to compile where the user's kernel compiles."""
     from ..codegen import generate
@@ -376,11 +376,8 @@ def _fits(func, options: TTOptions, l1_bytes: int) -> bool:
     seq = passes(options)
     start = next(i for i, (name, _) in enumerate(seq) if name == "GridToPersistentTT")
     try:
-        for _, fn in seq[start:]:
+        for _, fn in seq[start:]:     # StreamBandsTT, the last, refuses CBs that do not fit L1
             func = fn(func)
-        need = sum(int(e["bytes"]) for e in func.attrs[attrs.CB].values() if str(e.get("residency", "")) != "dst")
-        if need > l1_bytes:
-            return False
         if attrs.OPTIONS in func.attrs and options.tensorize:
             generate(func, options)
     except TTError:
@@ -449,7 +446,7 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     for h, w, f in candidates:
         fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
         fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
-        if _fits(fused, options, dev.l1_usable_bytes):
+        if _fits(fused, options):
             chosen = (fused, h, w, f)
             break
     if chosen is None:
