@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.ir import Op
 
@@ -24,14 +25,20 @@ _PREFIX = "tilelang_tt."
 
 @lru_cache(maxsize=1)
 def registered_op_names() -> frozenset:
-    """TVM's registered op names when first asked: one walk of ~900 names through the FFI (~7 ms) per process
-    serves the _register calls below and transform.common's UnsupportedOps."""
+    """TVM's registered op names when first asked: one walk of ~900 names through the FFI (~3-7 ms), for
+    transform.common's UnsupportedOps."""
     return frozenset(str(n) for n in tvm.ir._ffi_api.ListOpNames())
+
+
+# A global function registered once the ops below are: the TVM registries are per process and outlive a reload of
+# this module, whose ops must not be registered twice (TVM refuses; a failed Op.get costs ~1 s of backtrace).
+_REGISTERED_MARK = _PREFIX + "intrinsics_registered"
+_FIRST_LOAD = tvm_ffi.get_global_func(_REGISTERED_MARK, allow_missing=True) is None
 
 
 def _register(name: str, num_inputs: int) -> Op:
     full = _PREFIX + name
-    if full not in registered_op_names():      # else registered earlier in this process (a module reload)
+    if _FIRST_LOAD:
         tvm.ir._ffi_api.RegisterOp(full, f"tilelang-tt tile intrinsic {name}")
         op = Op.get(full)
         tvm.ir._ffi_api.OpSetNumInputs(op, num_inputs)
@@ -60,6 +67,10 @@ class TTOps:
     eltwise = _register("eltwise", 3)
     # transpose(src_cb, dst_cb): dst block (C x R tiles) = transpose of the src block (R x C tiles)
     transpose = _register("transpose", 3)
+
+
+if _FIRST_LOAD:
+    tvm_ffi.register_global_func(_REGISTERED_MARK, lambda: True)
 
 
 def call(op: Op, *args, note: str = "") -> tirx.Evaluate:

@@ -31,3 +31,16 @@ def test_first_compile_loads_it(tmp_path):
                             "tilelang.compile(K.elementwise_add(64, 64), target='tt')", tmp_path)
     assert {"tilelang_tt.codegen", "tilelang_tt.pipeline"} <= loaded
     assert "jsonschema" not in loaded        # the schema is checked at trust boundaries, not per compile (plan.py)
+
+
+def test_reloading_the_intrinsics_keeps_their_ops():
+    """TVM's op registry outlives a module reload: the ops are registered once per process (TVM refuses a second
+    registration) and the reloaded module finds the same ones."""
+    import importlib
+
+    import tilelang_tt.intrinsics as intrinsics
+
+    before = intrinsics.TTOps.matmul
+    reloaded = importlib.reload(intrinsics)
+    assert not reloaded._FIRST_LOAD and reloaded.TTOps.matmul.same_as(before)
+    assert int(reloaded.TTOps.matmul.num_inputs) == 6
