@@ -22,96 +22,141 @@ Arguments of a call
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 
 from tvm import tirx
 
 
-@dataclass(frozen=True)
-class CB:
-    name: str
+class _Node:
+    """Field-wise ``__init__``-set attributes, ``__eq__`` and ``__repr__``: what ``@dataclass`` generates, written
+    out once here, because dataclass compiles every generated method from source when the module loads (~0.5 ms
+    per class, 6 ms of each process's first compile)."""
+
+    _fields: tuple = ()
+    __hash__ = None       # mutable: compared by value, never a dict key
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __eq__(self, other):
+        return other.__class__ is self.__class__ and self._values() == other._values()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._fields)})"
 
 
-@dataclass(frozen=True)
-class VReg:
-    id: int
+class _Value(_Node):
+    """An immutable call argument: equal and hashed by class and fields."""
+
+    __slots__ = ()
+
+    def __init__(self, *values):
+        for f, v in zip(self._fields, values, strict=True):
+            object.__setattr__(self, f, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __hash__(self):
+        return hash((self.__class__, self._values()))
 
 
-@dataclass(frozen=True)
-class Dst:
-    slot: object            # int | PrimExpr | VReg
+class CB(_Value):
+    __slots__ = _fields = ("name",)
+
+    def __init__(self, name: str):
+        super().__init__(name)
 
 
-@dataclass(frozen=True)
-class Tensor:
-    name: str
+class VReg(_Value):
+    __slots__ = _fields = ("id",)
+
+    def __init__(self, id: int):   # noqa: A002 - the field's name
+        super().__init__(id)
 
 
-@dataclass(frozen=True)
-class Lit:
-    text: str
+class Dst(_Value):
+    __slots__ = _fields = ("slot",)
+
+    def __init__(self, slot):      # int | PrimExpr | VReg
+        super().__init__(slot)
 
 
-@dataclass(frozen=True)
-class Scalar:
+class Tensor(_Value):
+    __slots__ = _fields = ("name",)
+
+    def __init__(self, name: str):
+        super().__init__(name)
+
+
+class Lit(_Value):
+    __slots__ = _fields = ("text",)
+
+    def __init__(self, text: str):
+        super().__init__(text)
+
+
+class Scalar(_Value):
     """A value known only at run time (``bx * 64 + past_len``, a tile's row offset): ``expr`` (a PrimExpr over
     the kernel's variables) as an fp32 bit pattern (``bits``) or as a float."""
-    expr: object
-    bits: bool = True
-    raw: bool = False       # expr is a uint32 variable already holding fp32 bits (a float32 kernel parameter)
+    __slots__ = _fields = ("expr", "bits", "raw")
+
+    def __init__(self, expr, bits: bool = True, raw: bool = False):
+        # raw: expr is a uint32 variable already holding fp32 bits (a float32 kernel parameter)
+        super().__init__(expr, bits, raw)
 
 
-@dataclass
-class Call:
-    op: str
-    args: tuple = ()
-    note: str = ""          # the TileLang statement this call implements ("" for protocol calls)
+class Call(_Node):
+    _fields = ("op", "args", "note")
+
+    def __init__(self, op: str, args: tuple = (), note: str = ""):
+        self.op, self.args = op, args
+        self.note = note    # the TileLang statement this call implements ("" for protocol calls)
 
 
-@dataclass
-class Let:
-    var: tirx.Var
-    value: object
+class Let(_Node):
+    _fields = ("var", "value")
+
+    def __init__(self, var: tirx.Var, value):
+        self.var, self.value = var, value
 
 
-@dataclass
-class For:
-    var: tirx.Var
-    min: object
-    extent: object
-    body: list
-    note: str = ""
+class For(_Node):
+    _fields = ("var", "min", "extent", "body", "note")
+
+    def __init__(self, var: tirx.Var, min, extent, body: list, note: str = ""):  # noqa: A002
+        self.var, self.min, self.extent, self.body, self.note = var, min, extent, body, note
 
 
-@dataclass
-class Kernel:
-    role: str               # reader | compute | writer
-    body: list = field(default_factory=list)
-    startup: Call | None = None   # compute only: compute_kernel_hw_startup(...)
+class Kernel(_Node):
+    _fields = ("role", "body", "startup")
+
+    def __init__(self, role: str, body: list | None = None, startup: Call | None = None):
+        self.role = role                                 # reader | compute | writer
+        self.body = [] if body is None else body
+        self.startup = startup                           # compute only: compute_kernel_hw_startup(...)
 
 
-@dataclass
-class CBInfo:
-    name: str
-    index: int
-    fmt: str                # tt::DataFormat name
-    block_tiles: int
-    num_pages: int
-    shape_tiles: tuple
-    producer: tuple
-    consumer: tuple
-    role: str
+class CBInfo(_Node):
+    _fields = ("name", "index", "fmt", "block_tiles", "num_pages", "shape_tiles", "producer", "consumer", "role")
+
+    def __init__(self, name: str, index: int, fmt: str, block_tiles: int, num_pages: int, shape_tiles: tuple,
+                 producer: tuple, consumer: tuple, role: str):
+        self.name, self.index = name, index
+        self.fmt = fmt                                   # tt::DataFormat name
+        self.block_tiles, self.num_pages, self.shape_tiles = block_tiles, num_pages, shape_tiles
+        self.producer, self.consumer, self.role = producer, consumer, role
 
 
-@dataclass
-class Program:
-    name: str
-    kernels: dict           # role -> Kernel
-    cbs: dict               # name -> CBInfo
-    dst_capacity: int
-    source: str | None = None
-    fp32_dest_acc: bool = False
-    multicast: dict | None = None   # TTMulticastReuse: {"lattice": [rows, cols], "groups": [...]}, None without
+class Program(_Node):
+    _fields = ("name", "kernels", "cbs", "dst_capacity", "source", "fp32_dest_acc", "multicast")
+
+    def __init__(self, name: str, kernels: dict, cbs: dict, dst_capacity: int, source: str | None = None,
+                 fp32_dest_acc: bool = False, multicast: dict | None = None):
+        self.name = name
+        self.kernels = kernels                           # role -> Kernel
+        self.cbs = cbs                                   # name -> CBInfo
+        self.dst_capacity, self.source, self.fp32_dest_acc = dst_capacity, source, fp32_dest_acc
+        self.multicast = multicast    # TTMulticastReuse: {"lattice": [rows, cols], "groups": [...]}, None without
 
 
 _VREGS = itertools.count()
