@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -70,19 +69,19 @@ def template_bytecode_cache():
     return jinja2.FileSystemBytecodeCache(str(where))
 
 
-def _fingerprint_files(root: Path) -> list[tuple[str, Path, os.stat_result]]:
+def _fingerprint_files(root: Path) -> list[tuple[str, str, os.stat_result]]:
     """(relative path, path, stat) of the fingerprinted files, sorted: one os.walk, pruning bytecode and the built
-    emulator (``_sim/``)."""
+    emulator (``_sim/``); strings, not pathlib (~60 files on every cache hit)."""
     files = []
-    for parent, dirs, names in os.walk(root):
-        rel_parent = Path(parent).relative_to(root).as_posix()
+    top = str(root)
+    for parent, dirs, names in os.walk(top):
+        rel_parent = os.path.relpath(parent, top).replace(os.sep, "/")
         dirs[:] = [d for d in dirs if d != "__pycache__" and not (rel_parent == "." and d == "_sim")]
         for name in names:
             if name.endswith(_FINGERPRINT_SUFFIXES):
-                path = Path(parent, name)
-                st = path.stat()
+                path = os.path.join(parent, name)
                 rel = name if rel_parent == "." else f"{rel_parent}/{name}"
-                files.append((rel, path, st))
+                files.append((rel, path, os.stat(path)))
     return sorted(files, key=lambda f: f[0])
 
 
@@ -117,7 +116,8 @@ def fingerprint(root: Path, memo: Path) -> str:
         pass
     h = hashlib.sha256()
     for rel, path, _ in files:
-        h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+        with open(path, "rb") as f:
+            h.update(rel.encode() + b"\0" + f.read() + b"\0")
     digest = h.hexdigest()
     if not settled:
         return digest
@@ -146,13 +146,12 @@ def make_key(tilelang_key: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@dataclass
 class Entry:
-    key: str
-    name: str
-    files: dict[str, str]
-    source: str
-    path: Path
+    """A cache entry read back: its key, the kernel name, the artifact files, the sources text, its directory.
+    (A plain class: a dataclass compiles its generated methods when the module loads, ~1 ms of a cache hit.)"""
+
+    def __init__(self, key: str, name: str, files: dict[str, str], source: str, path: Path):
+        self.key, self.name, self.files, self.source, self.path = key, name, files, source, path
 
 
 def _sha(text: str) -> str:
