@@ -9,6 +9,7 @@ match torch, every A and B tile must cross DRAM once, and the emulator must stop
 
 import pytest
 import tilelang
+import tilelang.language as T
 import torch
 
 import tilelang_tt  # noqa: F401
@@ -59,6 +60,43 @@ def test_banded_a_matches_torch_and_crosses_dram_once(arch):
     counts = kernel.report["total"]
     assert counts["dram_read_bytes"] == (M * K_ + N * K_) * 2
     assert counts["dram_write_bytes"] == M * N * 2
+
+
+def _row_major_gemm(M, N, K_, block=128, block_K=32):
+    """The same GEMM with B stored K x N (not transposed): LowerToTTProgram runs ``matmul_block`` over each DST
+    subblock, reading its A rows from the band."""
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K_), "bfloat16"), B: T.Tensor((K_, N), "bfloat16"), C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // block, M // block, threads=128) as (bx, by):
+            A_s = T.alloc_shared((block, block_K), "bfloat16")
+            B_s = T.alloc_shared((block_K, block), "bfloat16")
+            C_l = T.alloc_fragment((block, block), "float32")
+            T.clear(C_l)
+            for ko in T.Pipelined(K_ // block_K, num_stages=2):
+                T.copy(A[by * block, ko * block_K], A_s)
+                T.copy(B[ko * block_K, bx * block], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block, bx * block])
+
+    return gemm
+
+
+def test_banded_a_feeds_matmul_block():
+    kernel = tilelang.compile(_row_major_gemm(M, N, K_),
+                              target="tt -arch=wormhole_b0 -multicast=true -max_cores=2 -math_fidelity=HiFi4")
+    cbs = {cb["name"]: cb for cb in kernel.plan["cbs"]}
+    sh = cbs["C_l"]["subblock"][0]
+    assert cbs["A_s"]["band"] == {"rows": sh, "pages": sh * 4, "depth": 2}
+    compute = (kernel.artifact_dir / "kernels" / "compute.cpp").read_text()
+    assert "matmul_block(cb_A_s, cb_B_s, kt," in compute      # A's tile index is relative to the band
+    torch.manual_seed(8)
+    a_in, b_in = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(K_, N, dtype=torch.bfloat16)
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    kernel(a_in, b_in, c)
+    ref = a_in.float() @ b_in.float()
+    mag = a_in.float().abs() @ b_in.float().abs()
+    assert ((c.float() - ref).abs() <= (2**-8 + 2**-10) * ref.abs() + 2 * K_ * 2**-24 * mag).all()
 
 
 def test_a_kernel_that_fits_is_not_banded():
