@@ -20,6 +20,8 @@ Out: one body per core role, made of ``ttir`` nodes:
      matmuls' products onto the same pages between ``pack_reconfig_l1_acc(1)`` and ``(0)`` around the op, so
      the packer adds them in L1 (the value T.clear / T.fill packed is the first partial sum, packed without
      accumulation: correct in every persistent iteration and for K loops of any trip count).
+     A CB StreamBandsTT banded (``band``) is read one band of rows per ``read_tiles`` / push, and the matmul that
+     reads it as A waits for a band before each subblock row and pops it after, A's tile positions relative to it.
 Errors: TTUnsupportedError for tile-program shapes the TT lowering cannot express (a fragment initialised in
      a loop and used after it, a read before a write, an elementwise update of a subblocked accumulator,
      a loop with a step); TTLoweringError for any TIR node no rule handles (named, never dropped).
@@ -252,6 +254,9 @@ class LowerToProgram:
         n = e["block_tiles"]
         cb, where, op = CB(name), *self._where(args, "read_tiles")
         if "band" in e:     # StreamBandsTT: one push per band of rows; the matmul waits and pops per band
+            if op != "read_tiles":
+                raise TTLoweringError(f"{name} streams in bands but its block is a window of one tile",
+                                      construct=note, source=self.src)
             rows, pages = int(e["band"]["rows"]), int(e["band"]["pages"])
             tensor, row, col, nrows, cols = where
 
@@ -379,6 +384,10 @@ class LowerToProgram:
                 "matmul_block", (ca, cbb, a_pos(m, k), b_index(k, n), Dst(0), *dims), note)])
 
         if c_name == self.dst_frag:
+            if band:
+                raise TTLoweringError(f"{a_name} streams in bands, but {c_name} accumulates in DST (StreamBandsTT "
+                                      "bands only the A operand of a CB-resident accumulator)", construct=note,
+                                      source=self.src)
             if row_major and mt * nt > 1:
                 binit, body = mm_block(0, 0, mt, nt)
                 return {"compute": waits + binit + body}
