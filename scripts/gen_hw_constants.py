@@ -42,7 +42,10 @@ def render(t) -> str:
           "    uint32_t datum_bits, exponent_bytes, tile_bytes;", "};",
           f"constexpr uint32_t kNumFormats = {len(fmts)};", "constexpr FormatInfo kFormats[kNumFormats] = {"]
     o += [f'    {{"{f.name}", {f.value}, {f.datum_bits}, {f.exponent_bytes}, {f.tile_bytes}}},' for f in fmts]
-    o += ["};", "// every tt::DataFormat enumerator, for the SDK-shaped enum class in tt-metalium/host_api.hpp",
+    o += ["};", "// typecast_tile's integer formats (device.TYPECAST_INT_FORMATS): how DST's integers from a UInt8 CB read",
+          "enum TypecastInt : uint8_t { " + ", ".join(f"kTypecast{n} = {t.DATA_FORMAT_ENUM[n]}" for n in
+                                                     dict.fromkeys(t.TYPECAST_INT_FORMATS.values())) + " };"]
+    o += ["// every tt::DataFormat enumerator, for the SDK-shaped enum class in tt-metalium/host_api.hpp",
           "#define TT_SIM_DATA_FORMAT_ENUMERATORS \\",
           "    " + ", ".join(f"{k} = {v}" for k, v in t.DATA_FORMAT_ENUM.items())]
     o += ["", "// devices",

@@ -72,7 +72,7 @@ class TTShard:
         if self.format is not None and self.format not in STORAGE_FORMATS:
             raise TTAnnotationError(f"format={self.format!r} is not one of {list(STORAGE_FORMATS)}",
                                     construct="T.TTShard(format=...)",
-                                    fix="leave it out for the dtype's own format, or store weights as Bfp8_b / Bfp4_b")
+                                    fix="leave it out for the dtype's own format, store weights as Bfp8_b / Bfp4_b, or int8 weights as Int8")
 
     def as_dict(self) -> dict:
         axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)

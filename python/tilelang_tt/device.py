@@ -109,13 +109,20 @@ READ_ONLY_FORMATS: dict[str, str] = {"int8": "Bfp8_b"}
 # The integers a block-float-stored int8 tensor may hold (the runtime refuses others; random CLI inputs draw here).
 BFP_INT_RANGE: tuple[int, int] = (-127, 127)
 
-# Formats a tensor may be stored in by annotation (T.annotate_tt_format), per TileLang dtype of the tensor.
+# Formats a tensor may be stored in by annotation (T.TTShard(format=...)), per TileLang dtype of the tensor.
 BLOCK_FLOAT_STORAGE: dict[str, tuple[str, ...]] = {
     "bfloat16": ("Bfp8_b", "Bfp4_b"),
     "float32": ("Bfp8_b", "Bfp4_b"),
     "float16": (),                 # Bfp*_b shares the _b (8-bit) exponent family, Float16 is _a: not mixed
-    "int8": ("Bfp8_b", "Bfp4_b"),
+    "int8": ("Bfp8_b", "Bfp4_b", "Int8"),
 }
+# An annotated storage name that is not the tile format its pages and CBs are declared with: format="Int8" keeps an
+# int8 tensor's two's-complement bytes in UInt8 pages, as typecast.h asks ("declare the circular buffers as UInt8
+# instead of Int8, so the raw 2's complement byte is zero-extended"); TT's own Int8 format is sign-magnitude.
+STORAGE_TILE_FORMAT: dict[str, str] = {"Int8": "UInt8"}
+# The typecast_tile format of an integer tile in a CB_INT_FORMATS CB, by the tile buffer's dtype: typecast_tile<Int8,
+# Float32> reads the zero-extended byte as a signed value (calculate_typecast_int8_to_fp32: exact for -128..127).
+TYPECAST_INT_FORMATS: dict[str, str] = {"uint8": "UInt8", "int8": "Int8"}
 
 # Every tt::DataFormat enumerator (tensix_types.h), for the real-header check's descriptors.
 DATA_FORMAT_ENUM: dict[str, int] = {

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import blockfloat
-from .device import BFP_INT_RANGE, TILE_FORMATS
+from .device import BFP_INT_RANGE, STORAGE_TILE_FORMAT, TILE_FORMATS
 from .errors import TTError
 
 logger = logging.getLogger(__name__)
@@ -119,8 +119,17 @@ def pad_to(array: np.ndarray, padded_shape: tuple[int, ...], fmt: str) -> np.nda
     return out
 
 
-def _to_numpy(value, fmt: str) -> np.ndarray:
-    """A torch tensor or NumPy array as the raw element type of the TT format."""
+def _to_numpy(value, fmt: str, dtype: str | None = None) -> np.ndarray:
+    """A torch tensor or NumPy array as the raw element type of the TT format (``dtype``: the tensor's)."""
+    if dtype == "int8" and fmt == STORAGE_TILE_FORMAT["Int8"]:    # T.TTShard(format="Int8"): two's-complement bytes
+        try:
+            v = blockfloat.int_elements(value, "Int32")
+        except (TypeError, ValueError) as e:
+            raise TTSimError(f"an int8 tensor argument stored as Int8: {e}", construct="kernel call") from None
+        if v.size and (int(v.min()) < -128 or int(v.max()) > 127):
+            raise TTSimError(f"an int8 tensor argument stored as Int8 holds {int(v.min())}..{int(v.max())}, outside "
+                             "[-128, 127]", construct="kernel call")
+        return v.astype(np.int8).view(np.uint8)
     if TILE_FORMATS[fmt].kind == "int":     # UInt8: the integers as they are (float input, range checked)
         try:
             return blockfloat.int_elements(value, fmt)
@@ -191,8 +200,9 @@ def to_block_float(value, buf: dict, view: tuple, padded: tuple) -> np.ndarray:
         raise TTSimError(f"{buf.get('name', 'tensor')}: integer weights stored as {buf['format']} must lie in "
                          f"[{lo}, {hi}] (a sign and 7 magnitude bits); got {int(arr.min())}..{int(arr.max())}",
                          construct="kernel call",
-                         fix="quantize symmetrically to [-127, 127], or pass uint8 weights with a zero point "
-                             "(a uint8 tensor is stored as UInt8)")
+                         fix="store the tensor as its two's-complement bytes with T.annotate_tt_sharding({W: "
+                             "T.TTShard(format=\"Int8\")}) (exact for -128..127), quantize symmetrically to "
+                             "[-127, 127], or pass uint8 weights with a zero point")
     arr = np.ascontiguousarray(arr, dtype=np.float32).reshape(view)   # whole tiles: the compiler checks it
     if tuple(arr.shape) != tuple(padded):
         grid = np.zeros(padded, dtype=np.float32)
@@ -327,7 +337,7 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
             if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
                 to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
             elif buf["io"] in ("input", "inout"):
-                raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"]), buf), buf).reshape(view),
+                raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"], buf["dtype"]), buf), buf).reshape(view),
                              dims[buf["name"]][1], buf["format"])
                 tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
         if shapes:

@@ -1,6 +1,6 @@
 """TileLang dtypes <-> TT-Metalium data formats: a thin API over the hardware table in ``device.py``."""
 
-from .device import BLOCK_FLOAT_STORAGE, FORMATS, READ_ONLY_FORMATS, TILE_FORMATS, DataFormat
+from .device import BLOCK_FLOAT_STORAGE, FORMATS, READ_ONLY_FORMATS, STORAGE_TILE_FORMAT, TILE_FORMATS, DataFormat
 from .errors import TTUnsupportedError
 
 __all__ = ["FORMATS", "TILE_FORMATS", "DataFormat", "data_format", "tensor_format"]
@@ -32,7 +32,7 @@ def tensor_format(dtype, annotated: str | None, io: str, construct: str, source:
                     "store block-float tensors as bfloat16 / float32 / int8 in TileLang")
         if key == "int8" and io != "input":
             data_format(dtype, construct, source)   # the read-only error
-        return TILE_FORMATS[annotated]
+        return TILE_FORMATS[STORAGE_TILE_FORMAT.get(annotated, annotated)]
     if key in READ_ONLY_FORMATS and io == "input":
         return TILE_FORMATS[READ_ONLY_FORMATS[key]]
     return data_format(dtype, construct, source)

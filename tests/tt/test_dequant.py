@@ -507,7 +507,7 @@ def test_per_group_column_scale_within_a_block_is_refused():
 def test_bad_format_annotation():
     from tilelang_tt.errors import TTAnnotationError
     import tilelang.language as T
-    with pytest.raises(TTAnnotationError, match=r"format='Bfp2_b' is not one of \['Bfp4_b', 'Bfp8_b'\]"):
+    with pytest.raises(TTAnnotationError, match=r"format='Bfp2_b' is not one of \['Bfp4_b', 'Bfp8_b', 'Int8'\]"):
         T.TTShard(format="Bfp2_b")
 
 

@@ -16,7 +16,7 @@ import math
 from tvm import tirx
 from tvm.ir import Op as TVMOp
 
-from ..device import CB_INT_FORMATS
+from ..device import CB_INT_FORMATS, TYPECAST_INT_FORMATS
 from ..errors import TTUnsupportedError
 from ..intrinsics import CALLS, UNARY_TIR_OPS
 from ..ttir import CB, Call, Dst, Lit, Scalar, vreg
@@ -30,9 +30,10 @@ _FLIP = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}
 
 
 def _int_format(lw, name: str) -> str | None:
-    """The integer format of CB ``name`` (UInt8), or None for a float CB."""
-    fmt = lw.cbs[name].get("format")
-    return fmt if fmt in CB_INT_FORMATS else None
+    """The typecast_tile format of the integers in CB ``name`` (UInt8; Int8 for an int8 tile, whose two's-complement
+    bytes sit in a UInt8 CB: ``device.TYPECAST_INT_FORMATS``), or None for a float CB."""
+    e = lw.cbs[name]
+    return TYPECAST_INT_FORMATS[str(e["dtype"])] if e.get("format") in CB_INT_FORMATS else None
 
 
 def _typecast(lw, out: list, v, src: str, dst: str, note: str) -> None:

@@ -39,7 +39,7 @@ import tvm
 from tvm import tirx
 
 from .. import attrs
-from ..device import TILE_FORMATS, DeviceProfile
+from ..device import FORMATS, TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
@@ -119,11 +119,14 @@ class _Lowerer(ParallelLower):
     # -- copies ----------------------------------------------------------------------------------------
     def tensor_cb_format(self, tensor: tirx.Buffer, cb_name: str, io: str, window, what: str):
         """A CB the reader fills from / the writer drains to a tensor stored in a block-float format (int8
-        weights, T.TTShard(format=...)) has that format: the unpacker expands it to BF16, the packer rounds into it."""
+        weights, T.TTShard(format=...)) has that format: the unpacker expands it to BF16, the packer rounds into it.
+        An int8 tensor stored as Int8 gives its CB the UInt8 format of its pages."""
         shards = self.func.attrs.get(attrs.SHARDS, {})
         annotated = shards[tensor.name].get("format") if tensor.name in shards else None
         fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
         if fmt.kind != "bfp":
+            if FORMATS.get(str(tensor.dtype)) is not fmt:   # int8 stored as its bytes in UInt8 pages (format="Int8")
+                self._record_cb_format(cb_name, fmt.name, what)
             return
         if any(int(window[2 * k + 1]) != TILE for k in range(2)):
             raise TTUnsupportedError(f"{what}: a block smaller than a tile of {tensor.name}, stored as {fmt.name}",
@@ -136,9 +139,12 @@ class _Lowerer(ParallelLower):
                 f"{tensor.name} of shape {[str(d) for d in pad['logical']]} is stored as {fmt.name} but is not whole "
                 "32x32 tiles", construct=f"tensor {tensor.name}", source=self.src,
                 fix="give block-float (and int8) tensors dimensions that are multiples of 32, or store them as bfloat16")
-        have = self.cb_formats.setdefault(cb_name, fmt.name)
-        if have != fmt.name:
-            raise TTUnsupportedError(f"{what}: {cb_name} moves tiles of {have} and of {fmt.name}", construct=what,
+        self._record_cb_format(cb_name, fmt.name, what)
+
+    def _record_cb_format(self, cb_name: str, fmt: str, what: str) -> None:
+        have = self.cb_formats.setdefault(cb_name, fmt)
+        if have != fmt:
+            raise TTUnsupportedError(f"{what}: {cb_name} moves tiles of {have} and of {fmt}", construct=what,
                                      source=self.src, fix="use one tile buffer per tensor format")
 
     def tile_coords(self, region, what: str):

@@ -185,12 +185,17 @@ void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32
 }
 
 // typecast_tile (api/compute/eltwise_unary/typecast.h, ckernel_sfpu_typecast.h of 0.81.1). UInt8 -> Float32 /
-// Float16_b: calculate_typecast_uint32_to_fp32 / _fp16b on the zero-extended byte, exact. Float -> UInt8:
+// Float16_b: calculate_typecast_uint32_to_fp32 / _fp16b on the zero-extended byte, exact. Int8 -> Float32 /
+// Float16_b (the byte of a UInt8 CB as two's complement): calculate_typecast_int8_to_fp32, (byte ^ 0x80) - 128,
+// exact for -128..127. Float -> UInt8:
 // calculate_typecast_fp32_to_uint8: |x| truncated toward zero (exponents below 0 give 0), negated for x < 0, the
 // low byte of that two's complement value; exponents >= 31 (|x| >= 2^31, Inf, NaN) give 0.
 void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line) {
     ComputeState& c = cs(line);
-    const char* op = in_fmt == kUInt8 ? "typecast_tile<UInt8, float>" : "typecast_tile<float, UInt8>";
+    const bool from_int = in_fmt == kTypecastUInt8 || in_fmt == kTypecastInt8;
+    const bool from_int8 = in_fmt == kTypecastInt8;
+    const char* op = from_int8 ? "typecast_tile<Int8, float>"
+                     : from_int ? "typecast_tile<UInt8, float>" : "typecast_tile<float, UInt8>";
     require_math(c, line, op);
     float* t = dst_tile(c, dst, line, op);
     if (!c.defined[dst]) sfpu_read(c, dst, line, op);   // the undefined-DST error
@@ -199,7 +204,6 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
                                   "asserts FP32 Dest mode for Int8/UInt8/Int32 data: llk_unpack_common.h, "
                                   "llk_math_common.h); set ComputeConfig.fp32_dest_acc_en", op));
     }
-    const bool from_int = in_fmt == kUInt8;
     if (c.integer[dst] != from_int) {
         kernel_error(line, format("%s on DST[%u], which holds %s: %s", op, dst,
                                   c.integer[dst] ? "32-bit integers" : "floats",
@@ -210,7 +214,10 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
     }
     if (!sim().protocol_only) {
         for (uint32_t i = 0; i < kTileElems; ++i) {
-            if (from_int) {
+            if (from_int8) {
+                const int32_t byte = static_cast<int32_t>(f2u(t[i]) & 0xffu);
+                t[i] = static_cast<float>((byte ^ 0x80) - 128);   // -128..127: exact in Float32 and Float16_b
+            } else if (from_int) {
                 t[i] = static_cast<float>(f2u(t[i]));   // 0..255: exact in Float32 and Float16_b
             } else {
                 const float x = t[i];

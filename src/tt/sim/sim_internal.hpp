@@ -43,6 +43,8 @@ using hw::kFloat16;
 using hw::kFloat16_b;
 using hw::kFloat32;
 using hw::kUInt8;
+using hw::kTypecastInt8;
+using hw::kTypecastUInt8;
 using hw::kMaxCBs;
 using hw::kTileElems;
 constexpr uint32_t kDramBase = 0x1000;    // first DRAM address the emulator's allocator hands out

@@ -102,7 +102,7 @@ enum class UnaryParam : uint8_t {
 void unary_param(UnaryParam op, uint32_t dst, uint32_t p0, uint32_t p1, uint8_t vector_mode, uint32_t line);
 void fill_tile(uint32_t dst, float value, uint32_t line);
 void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32_t dst_out, uint32_t line);
-// typecast_tile<in_fmt, out_fmt>(dst) (tt::DataFormat values): UInt8 <-> Float32 / Float16_b
+// typecast_tile<in_fmt, out_fmt>(dst) (tt::DataFormat values): UInt8 / Int8 -> Float32 / Float16_b, floats -> UInt8
 void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line);
 
 // ---- reduce and broadcast (reduce_bcast.cpp) ----------------------------------------------------------
