@@ -141,6 +141,43 @@ class _Lowerer(ParallelLower):
                 fix="give block-float (and int8) tensors dimensions that are multiples of 32, or store them as bfloat16")
         self._record_cb_format(cb_name, fmt.name, what)
 
+    def converts(self, tensor: tirx.Buffer, buf: tirx.Buffer, io: str, what: str) -> bool:
+        """Whether a copy between ``tensor`` and the tile buffer ``buf`` changes the data format: a tensor's pages
+        keep the tensor's format and a CB the NoC fills has the format of the pages it receives, so the change
+        happens on the compute path (unpack to DST, pack in the other format) through a staging CB. Block-float
+        and int8-as-UInt8 storage keep their own path (the unpacker expands them); integer <-> float copies are
+        refused (a T.Parallel cast says which conversion is meant)."""
+        shards = self.func.attrs.get(attrs.SHARDS, {})
+        annotated = shards[tensor.name].get("format") if tensor.name in shards else None
+        if annotated or str(tensor.dtype) == str(buf.dtype):
+            return False
+        fmt = tensor_format(tensor.dtype, None, io, f"tensor {tensor.name}", self.src)
+        have = data_format(buf.dtype, f"tile buffer {buf.name}", self.src)
+        if fmt is have or fmt.kind == "bfp" or FORMATS.get(str(tensor.dtype)) is not fmt:
+            return False
+        if fmt.kind != "float" or have.kind != "float":
+            raise TTUnsupportedError(
+                f"{what}: copies {tensor.dtype} tensor {tensor.name} {'into' if io == 'input' else 'from'} "
+                f"{buf.dtype} tile buffer {buf.name}", construct=what, source=self.src,
+                fix=f"copy into a {tensor.dtype} buffer and convert in a T.Parallel (e.g. "
+                    f"dst[i, j] = T.cast(src[i, j], \"{buf.dtype}\"))")
+        return True
+
+    def lower_converting_read(self, src, dst, stages: int, what: str, note: str):
+        """``T.copy(X[...], x)`` with ``x`` of another float dtype than ``X``: the reader fills a staging CB of
+        X's format (``x_in``), and compute copies it into ``x`` (copy_tile unpacks X's format into DST, the
+        packer writes x's)."""
+        shape = static_shape(dst.buffer, self.src)
+        staging = self.staging_buffer(dst.buffer, shape[-2], shape[-1], "in", dtype=src.buffer.dtype)
+        region = tirx.BufferRegion(staging, [tvm.ir.Range.from_min_extent(0, e) for e in staging.shape])
+        read = self.lower_copy_read(src, region, stages, what, note)
+        self.cb(staging).consumer.add("compute")
+        target = self.target(dst.buffer)
+        self.placements.pop(target.name, None)
+        self.inherit(target.name, staging.name)
+        return tirx.SeqStmt([read, call(TTOps.eltwise, self.cb_index_placeholder(target),
+                                        tirx.BufferLoad(staging, [0, 0]), note=note)])
+
     def _record_cb_format(self, cb_name: str, fmt: str, what: str) -> None:
         have = self.cb_formats.setdefault(cb_name, fmt)
         if have != fmt:
@@ -226,45 +263,33 @@ class _Lowerer(ParallelLower):
                                      fix="stage the data through T.alloc_shared")
         if is_global(src.buffer):
             self.check_whole(dst, what)
-            target = dst.buffer
-            info = self.cb(target)
-            info.producer.add("reader")
-            info.stages = max(info.stages, stages)
-            self.alias.pop(target.name, None)      # the reader refills it: later reads see this block
-            self.events.append((target.name, "def"))
-            r, c0, rows, cols, window = self.tile_coords(src, what)
-            self._check_block(target, rows, cols, what)
-            self.placements.pop(target.name, None)
-            self.placement(target.name, window, what)
-            self.tensor_cb_format(src.buffer, target.name, "input", window, what)
-            return call(TTOps.read_block, self.cb_index_placeholder(target), self.tensor_index(src.buffer), r, c0, rows,
-                        cols, *window, note=note)
+            if self.converts(src.buffer, dst.buffer, "input", what):
+                return self.lower_converting_read(src, dst, stages, what, note)
+            return self.lower_copy_read(src, dst, stages, what, note)
+        return self.lower_copy_local(src, dst, what, note)
+
+    def lower_copy_read(self, src, dst, stages: int, what: str, note: str):
+        """``T.copy(tensor window -> tile buffer)``: a ``read_block`` into the buffer's CB."""
+        target = dst.buffer
+        info = self.cb(target)
+        info.producer.add("reader")
+        info.stages = max(info.stages, stages)
+        self.alias.pop(target.name, None)      # the reader refills it: later reads see this block
+        self.events.append((target.name, "def"))
+        r, c0, rows, cols, window = self.tile_coords(src, what)
+        self._check_block(target, rows, cols, what)
+        self.placements.pop(target.name, None)
+        self.placement(target.name, window, what)
+        self.tensor_cb_format(src.buffer, target.name, "input", window, what)
+        return call(TTOps.read_block, self.cb_index_placeholder(target), self.tensor_index(src.buffer), r, c0, rows,
+                    cols, *window, note=note)
+
+    def lower_copy_local(self, src, dst, what: str, note: str):
+        """``T.copy`` from a tile buffer: to a tensor window (``lower_copy_write``) or to another tile buffer (an
+        ``eltwise`` identity in DST)."""
         source = self.current(src.buffer)
         if is_global(dst.buffer):
-            origin = self.fragment_window(src, [int(e) for e in dst.extents], what)
-            r, c0, rows, cols, window = self.tile_coords(dst, what)
-            if origin is None:
-                self._check_block(source, rows, cols, what)
-            self.placement(source.name, window, what)
-            info = self.cb(source)
-            if str(source.scope()) == SCOPE_FRAGMENT or "compute" in info.consumer or "reader" in info.producer:
-                # the packer converts to the tensor's format: the staging CB has the tensor's dtype
-                shape = static_shape(source) if origin is None else [int(e) for e in src.extents]
-                out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
-                self.cbs[out.name].producer.add("compute")
-                self.cbs[out.name].consumer.add("writer")
-                info.consumer.add("compute")
-                self.inherit(out.name, source.name)
-                self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
-                return tirx.SeqStmt([
-                    call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, origin or [0, 0]),
-                         note=note),
-                    call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows,
-                         cols, *window, note=note)])
-            info.consumer.add("writer")
-            self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
-            return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
-                        rows, cols, *window, note=note)
+            return self.lower_copy_write(source, src, dst, what, note)
         self.check_whole(dst, what)
         origin = self.fragment_window(src, static_shape(dst.buffer), what)
         if origin is None and static_shape(src.buffer) != static_shape(dst.buffer):
@@ -274,6 +299,36 @@ class _Lowerer(ParallelLower):
         self.inherit(target.name, source.name)
         return call(TTOps.eltwise, self.cb_index_placeholder(target), tirx.BufferLoad(source, origin or [0, 0]),
                     note=note)
+
+    def lower_copy_write(self, source, src, dst, what: str, note: str):
+        """``T.copy(tile buffer -> tensor window)``: a ``write_block`` of the buffer's CB, through a staging CB of
+        the tensor's dtype that compute packs when the buffer is a fragment, compute reads it, the reader fills it
+        or its format is not the tensor's."""
+        origin = self.fragment_window(src, [int(e) for e in dst.extents], what)
+        r, c0, rows, cols, window = self.tile_coords(dst, what)
+        if origin is None:
+            self._check_block(source, rows, cols, what)
+        self.placement(source.name, window, what)
+        info = self.cb(source)
+        if (str(source.scope()) == SCOPE_FRAGMENT or "compute" in info.consumer or "reader" in info.producer
+                or self.converts(dst.buffer, source, "output", what)):
+            # the packer converts to the tensor's format: the staging CB has the tensor's dtype
+            shape = static_shape(source) if origin is None else [int(e) for e in src.extents]
+            out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
+            self.cbs[out.name].producer.add("compute")
+            self.cbs[out.name].consumer.add("writer")
+            info.consumer.add("compute")
+            self.inherit(out.name, source.name)
+            self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
+            return tirx.SeqStmt([
+                call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, origin or [0, 0]),
+                     note=note),
+                call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows,
+                     cols, *window, note=note)])
+        info.consumer.add("writer")
+        self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
+        return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
+                    rows, cols, *window, note=note)
 
     # -- in-place updates: a buffer the reader fills and compute rewrites gets a fresh CB (renamed) ---------
     def current(self, buf: tirx.Buffer) -> tirx.Buffer:
