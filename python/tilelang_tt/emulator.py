@@ -350,7 +350,8 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         if chosen == "sim":
             env.update(TT_SIM_ARCH=plan["device"]["arch"], TT_SIM_INCLUDE_DIR=str(inst.include),
                        TT_SIM_CACHE_DIR=str(cache_root() / "sim-kernels"), TT_SIM_REPORT=str(report_path),
-                       TT_SIM_PROTOCOL_ONLY="1" if protocol_only else "0")
+                       TT_SIM_PROTOCOL_ONLY="1" if protocol_only else "0",
+                       TT_SIM_BUFFER_FORMATS=",".join(str(TILE_FORMATS[b["format"]].value) for b in plan["buffers"]))
         t0 = time.perf_counter()
         try:
             proc = subprocess.run([str(exe), str(data_dir), str(artifact_dir)], cwd=artifact_dir, env=env,

@@ -128,6 +128,21 @@ CORPUS = [
      "    for (uint32_t n = 0; n < count; ++n) {", "    for (int n = 0; n < count; ++n) {", 1,
      r"(?s)kernel .*kernels/compute.cpp does not compile \(-Wall -Werror\):.*comparison of integer expressions of "
      r"different signedness"),
+    # a CB the NoC fills holds the format of the pages it receives: bf16 pages read into a CB declared Float32
+    # would be unpacked as fp32 words (two bf16 values each) -- the widening-copy miscompile of issue 22
+    ("cb_filled_with_pages_of_another_format", "add", "host.cpp",
+     "CircularBufferConfig(4096, {{0, tt::DataFormat::Float16_b}})\n                             .set_page_size(0, 2048)",
+     "CircularBufferConfig(8192, {{0, tt::DataFormat::Float32}})\n                             .set_page_size(0, 4096)", 1,
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page reads page \d+ of the DRAM buffer at "
+     r"0x[0-9a-f]+, which holds Float16_b data \(2048-byte pages\), into CB 0 configured as Float32 \(4096-byte "
+     r"pages\): the CB would hold bytes of another format"),
+    # and a tensor keeps its format: a Float32 output CB drained into a bf16 tensor's pages
+    ("tensor_written_from_a_cb_of_another_format", "add", "host.cpp",
+     "CircularBufferConfig(4096, {{16, tt::DataFormat::Float16_b}})\n                             .set_page_size(16, 2048)",
+     "CircularBufferConfig(8192, {{16, tt::DataFormat::Float32}})\n                             .set_page_size(16, 4096)", 1,
+     r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: noc_async_write_page writes pages of CB 16 \(Float32\) "
+     r"into page \d+ of the DRAM buffer at 0x[0-9a-f]+, which holds Float16_b data \(2048-byte pages\): the tensor "
+     r"would hold bytes of another format"),
     ("compile_time_arg_out_of_range", "add", "kernels/writer.cpp",
      "TensorAccessorArgs<0>()", "TensorAccessorArgs<5>()", 1,
      r"(?s)does not compile.*compile-time arg index out of range"),

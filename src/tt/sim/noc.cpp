@@ -1,6 +1,8 @@
 // tt-sim: NoC and DRAM: interleaved buffers in DRAM banks, NoC reads/writes between DRAM and L1, barriers.
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "sim_internal.hpp"
 
@@ -56,14 +58,38 @@ CBState* reserved_cb_covering(Core& core, uint32_t addr, uint32_t size) {
 
 namespace {
 
-bool front_cb_covers(Core& core, uint32_t addr, uint32_t size) {
+CBState* front_cb_covering(Core& core, uint32_t addr, uint32_t size) {
     for (CBState& s : core.cbs) {
         if (!s.configured || s.waited == 0) continue;
         const uint32_t lo = s.base + s.rd_ptr * s.page_size;
         const uint32_t hi = lo + s.waited * s.page_size;
-        if (addr >= lo && addr + size <= hi) return true;
+        if (addr >= lo && addr + size <= hi) return &s;
     }
-    return false;
+    return nullptr;
+}
+
+uint32_t cb_index(const Core& core, const CBState* s) { return static_cast<uint32_t>(s - core.cbs.data()); }
+
+// The bytes a NoC transfer moves between a buffer page and a CB keep their format: a CB filled from pages of
+// another format would be unpacked as its own (two bf16 values read as one fp32 word), and a tensor drained from a
+// CB of another format would hold bytes the host decodes wrongly. The format change belongs to unpack/pack.
+void check_page_format(Buffer& b, uint32_t page, const Core& core, const CBState* s, bool write, uint32_t line,
+                       const char* op) {
+    if (s == nullptr) return;
+    if (b.fmt < 0 && write) b.fmt = s->fmt;
+    if (b.fmt < 0 || static_cast<uint8_t>(b.fmt) == s->fmt) return;
+    const char* what = b.dram ? "DRAM" : "L1";
+    if (write) {
+        kernel_error(line, format("%s writes pages of CB %u (%s) into page %u of the %s buffer at 0x%x, which holds "
+                                  "%s data (%u-byte pages): the tensor would hold bytes of another format (pack into "
+                                  "a CB of the tensor's format first)", op, cb_index(core, s), fmt_name(s->fmt), page,
+                                  what, b.base, fmt_name(static_cast<uint8_t>(b.fmt)), b.page_size));
+    }
+    kernel_error(line, format("%s reads page %u of the %s buffer at 0x%x, which holds %s data (%u-byte pages), into "
+                              "CB %u configured as %s (%u-byte pages): the CB would hold bytes of another format "
+                              "(read into a CB of the tensor's format and convert with copy_tile + pack)", op, page,
+                              what, b.base, fmt_name(static_cast<uint8_t>(b.fmt)), b.page_size, cb_index(core, s),
+                              fmt_name(s->fmt), s->page_size));
 }
 
 }  // namespace
@@ -104,6 +130,7 @@ void read_from_buffer(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, 
                       const char* op) {
     Task& t = cur();
     const uint8_t* src = page_ptr(b, page, offset, size, line, op);
+    check_page_format(b, page, *t.core, reserved_cb_covering(*t.core, l1_addr, size), false, line, op);
     check_transfer(op, bank_address(b, page, offset), b.dram ? "DRAM" : "L1 buffer", l1_addr, "L1", size,
                    b.dram ? arch().dram_alignment : arch().l1_alignment, line);
     issue_read(t, src, l1_addr, size, line, op);
@@ -116,11 +143,13 @@ void read_from_buffer(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, 
 void write_to_buffer(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint32_t l1_addr, uint32_t line,
                      const char* op) {
     Task& t = cur();
-    if (!front_cb_covers(*t.core, l1_addr, size)) {
+    const CBState* front = front_cb_covering(*t.core, l1_addr, size);
+    if (front == nullptr) {
         kernel_error(line, format("%s(%u) reads L1 [0x%x, 0x%x), which is not inside pages obtained with "
                                   "cb_wait_front", op, page, l1_addr, l1_addr + size));
     }
     page_ptr(b, page, offset, size, line, op);   // bounds
+    check_page_format(b, page, *t.core, front, true, line, op);
     check_transfer(op, l1_addr, "L1", bank_address(b, page, offset), b.dram ? "DRAM" : "L1 buffer", size,
                    arch().l1_alignment, line);
     PendingTransfer p;
@@ -256,6 +285,25 @@ uint32_t my_core_y() { return cur().core->y; }
 // host API: buffers
 namespace host {
 
+namespace {
+// TT_SIM_BUFFER_FORMATS: the tt::DataFormat value of each buffer's bytes, comma-separated in creation order (the
+// runtime writes the plan's buffers in the order the host program creates them); -1 or absent: unknown.
+int host_buffer_format(size_t index) {
+    static const std::vector<int> formats = [] {
+        std::vector<int> out;
+        const std::string list = env_or("TT_SIM_BUFFER_FORMATS", "");
+        size_t at = 0;
+        while (at < list.size()) {
+            const size_t comma = list.find(',', at);
+            out.push_back(std::stoi(list.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+            at = comma == std::string::npos ? list.size() : comma + 1;
+        }
+        return out;
+    }();
+    return index < formats.size() ? formats[index] : -1;
+}
+}  // namespace
+
 int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram) {
     Device& dev = *sim().devices.at(static_cast<size_t>(device));
     if (page_size == 0 || size % page_size != 0) {
@@ -274,6 +322,7 @@ int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram) {
     uint32_t& next = dram ? dev.dram_next : dev.l1_next;
     b.base = next;
     next = static_cast<uint32_t>(next + per_bank + align);
+    b.fmt = host_buffer_format(sim().buffers.size());
     sim().buffers.push_back(b);
     return static_cast<int>(sim().buffers.size() - 1);
 }

@@ -124,6 +124,10 @@ struct Buffer {
     uint32_t aligned_page = 0;
     uint32_t num_pages = 0;
     bool dram = true;
+    // The data format of the bytes in the pages (a tt::DataFormat value), or -1 while unknown: what the host wrote
+    // (TT_SIM_BUFFER_FORMATS, in creation order: the runtime tilized the tensor in that format) or what the first
+    // kernel wrote. A CB the NoC fills holds the format of the pages it receives.
+    int fmt = -1;
 };
 
 struct CBState {
