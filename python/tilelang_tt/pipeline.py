@@ -4,7 +4,8 @@ TIR passes (``lower_module``):
 
     BindTarget -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
-               -> TensorizeTT (unless the target says tensorize=false) -> StreamBandsTT -> mark as device kernel
+               -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
+               -> mark as device kernel
 
 UnpackWeightsTT runs first: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
 plan), so every later pass sees ordinary int8 weights.
@@ -41,6 +42,7 @@ from tvm.target import Target
 from . import attrs, compute_config
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
+from .transform.dead_values import eliminate_dead_values
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.memory_space_lower import memory_space_lower
 from .transform.sdpa_fusion import sdpa_fusion
@@ -75,6 +77,7 @@ def passes(options: TTOptions):
     ]
     if options.tensorize:
         seq.append(("TensorizeTT", lambda f: tensorize(f, dev)))
+        seq.append(("EliminateDeadValuesTT", eliminate_dead_values))
     seq.append(("StreamBandsTT", lambda f: stream_bands(f, dev)))
     return seq
 
