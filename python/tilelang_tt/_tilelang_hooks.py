@@ -4,11 +4,14 @@ TileLang 0.1.15 names its execution backends in two private places: ``tilelang.c
 (which KernelCache serves a backend) and ``JITKernel._create_adapter_from_artifact`` (which adapter wraps
 the compiled artifact). The TT backend registers its own entries there. It also moves its target normalizer
 to the front of ``tilelang.backend.target._TARGET_NORMALIZERS``: TileLang tries normalizers in order, and the
-CuTeDSL one builds ``Target(dict)`` for every dict target, whose first failure costs about a second. Everything
+CuTeDSL one builds ``Target(dict)`` for every dict target, whose first failure costs about a second. The autotuner's
+disk persistence (``AutotuneResult.save_to_disk``) also names backends; it is skipped for tt kernels. Everything
 else goes through TileLang's public backend registry (``tilelang.backend``).
 """
 
 from __future__ import annotations
+
+import logging
 
 import tilelang
 
@@ -57,3 +60,24 @@ def register_target_normalizer_first(name: str, normalize) -> None:
         table.clear()
         table[name] = ours
         table.update(rest)
+
+
+def keep_tt_autotune_results_in_memory() -> None:
+    """TileLang's autotuner saves its best kernel to disk by execution-backend name (``autotuner/param.py``:
+    a ``kernel_lib.so`` from ``adapter.libpath``) and reloads it through the base ``JITKernel``, neither of which
+    knows "tt". For tt kernels the save is skipped (the result stays in the autotuner's memory cache; the compiled
+    configs stay in tilelang-tt's compile cache, so tuning again in a new process re-lowers nothing)."""
+    from tilelang.autotuner.param import AutotuneResult
+
+    save = AutotuneResult.save_to_disk
+    if getattr(save, "_tt_guard", False):
+        return
+
+    def save_to_disk(self, path, verbose: bool = False):
+        if getattr(self.kernel, "execution_backend", None) == EXECUTION_BACKEND:
+            logging.getLogger("tilelang_tt").debug("autotune result of a tt kernel kept in memory only (%s)", path)
+            return None
+        return save(self, path, verbose)
+
+    save_to_disk._tt_guard = True
+    AutotuneResult.save_to_disk = save_to_disk

@@ -9,7 +9,8 @@ from tilelang.backend.execution_backend import ExecutionBackendSpec
 from tilelang.backend.module import BackendModule, register_backend
 from tilelang.backend.pass_pipeline import PassPipeline
 
-from ._tilelang_hooks import EXECUTION_BACKEND, install_kernel_cache, register_target_normalizer_first
+from ._tilelang_hooks import (EXECUTION_BACKEND, install_kernel_cache, keep_tt_autotune_results_in_memory,
+                              register_target_normalizer_first)
 from .runtime import TTKernelCache
 from .target import is_tt_target, normalize_tt_target
 
@@ -46,3 +47,4 @@ BACKEND = register_backend(
 )
 
 install_kernel_cache(TTKernelCache())
+keep_tt_autotune_results_in_memory()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import struct
 import tarfile
@@ -104,6 +105,22 @@ def export(kernel, path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def export_library(kernel, path) -> Path:
+    """TileLang's ``kernel.export_library(path)`` for a tt kernel: there is no shared library to write (the host
+    program is built against the SDK where it runs), so ``path`` must name a ``.ttpkg`` package, which ``export``
+    writes; any other name is refused with what to call instead."""
+    path = Path(path)
+    if path.suffix != ".ttpkg":
+        raise TTPackageError(f"a tt kernel has no shared library to write to {str(path)!r}",
+                             construct="kernel.export_library",
+                             fix=f"export_library('{path.with_suffix('.ttpkg')}') or kernel.export(path) writes the "
+                                 "one-file package (tilelang_tt.load(path) runs it); the sources are in "
+                                 f"{kernel.artifact_dir} (cmake -S <dir> -B build with TT_METAL_HOME set)")
+    written = export(kernel, path)
+    logging.getLogger(__name__).info("tilelang-tt: kernel exported as the package %s", written.resolve())
+    return written
 
 
 def unpack(data: bytes, where: str = "package") -> tuple[dict, dict[str, str]]:

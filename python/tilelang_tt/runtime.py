@@ -128,6 +128,24 @@ class TTJITKernel(JITKernel):
             self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
         return {"model": self.adapter.compile_model}
 
+    def get_profiler(self, tensor_supply_type=None):
+        """TileLang's profiler: ``assert_allclose`` on tt-sim, ``do_bench`` the modeled time (profiler.py)."""
+        from tilelang.profiler import TensorSupplyType
+
+        from .profiler import TTProfiler
+
+        return TTProfiler.for_kernel(self, tensor_supply_type or TensorSupplyType.Auto)
+
+    def get_host_source(self) -> str:
+        """The generated host program (``host.cpp``)."""
+        return self.adapter.artifact.files["host.cpp"]
+
+    def export_library(self, kernel_file) -> Path:
+        """TileLang's export: a tt kernel exports as a ``.ttpkg`` package (``package.export_library``)."""
+        from . import package
+
+        return package.export_library(self, kernel_file)
+
     def export(self, path) -> Path:
         """Write this kernel as one versioned, hashed package file (``package.py``); ``tilelang_tt.load(path)``
         returns a callable kernel from it in another process."""
