@@ -5,10 +5,15 @@ from __future__ import annotations
 
 def plan_summary(plan: dict, max_rows: int = 8) -> str:
     dev = plan["device"]
+    gy, gx = plan["grid"]
+    if isinstance(gy, int) and isinstance(gx, int):
+        grid = f"{gy}x{gx} = {gy * gx} blocks"
+    else:     # a grid sized by symbolic dimensions: C++ expressions the host program evaluates at launch
+        grid = f"({gy}) x ({gx}) blocks, decided at launch"
     lines = [
         f"kernel {plan['kernel']} on {dev['arch']} ({dev['board']}, grid {dev['grid'][0]}x{dev['grid'][1]})",
-        f"  block grid {plan['grid'][0]}x{plan['grid'][1]} = {plan['grid'][0] * plan['grid'][1]} blocks, "
-        f"policy {plan['policy']}, order {plan['order']}, {len(plan['mapping'])} cores",
+        f"  block grid {grid}, policy {plan['policy']}, order {plan['order']}, "
+        + (f"{len(plan['mapping'])} cores" if plan["mapping"] else "blocks split over the cores at launch"),
     ]
     counts = [m["count"] for m in plan["mapping"]]
     if counts:   # empty for a dynamic schedule: the host program splits the blocks at launch

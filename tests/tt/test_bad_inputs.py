@@ -253,8 +253,33 @@ def reduce_partial():
     return k
 
 
+def debug_print():
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_fragment((32, 32), "float32")
+            T.copy(A[0, 0], a)
+            T.print(a)
+            T.copy(a, C[0, 0])
+    return k
+
+
+def thread_indexed_store():
+    @T.prim_func
+    def k(A: T.Tensor((128,), "float32"), C: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            C[tx] = A[tx] * 2.0
+    return k
+
+
 # (id, make kernel (called inside pytest.raises when it must fail at build time), target, exception, message)
 CASES = [
+    # GPU-thread constructs: named, never reported as something else
+    ("t_print", debug_print, {}, TTUnsupportedError,
+     r"T.print: T.print has no TT lowering.*fix: remove the T.print; to look at a buffer, T.copy it to an extra output"),
+    ("thread_indexed_store", thread_indexed_store, {}, TTUnsupportedError,
+     r"C\[tx\] = A\[tx\] \* T.float32\(2.0\): the kernel body reads threadIdx"),
     # malformed annotations
     ("schedule_bad_policy", lambda: schedule(policy="zigzag"), {}, TTAnnotationError,
      r"policy='zigzag' is not one of \['contiguous', 'strided', 'rect'\]"),

@@ -253,11 +253,11 @@ def test_public_api_shapes_and_torch():
     back = bf.from_tiles(data.tobytes(), "Bfp8_b", x.shape)
     assert back.shape == (2, 32, 64) and back.dtype == np.float32
     assert np.array_equal(back, bf.from_tiles(data, "Bfp8_b", (2, 32, 64)))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"shape \(32, 48\) is not \(\.\.\., H, W\) with H, W multiples of 32"):
         bf.to_tiles(np.zeros((32, 48), np.float32), "Bfp8_b")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"4351 bytes is not 4 Bfp8_b tiles of 1088 B"):
         bf.from_tiles(data[:-1], "Bfp8_b", (2, 32, 64))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown tile format 'Bfp2_b'"):
         bf.to_tiles(np.zeros((32, 32)), "Bfp2_b")
 
 
@@ -281,9 +281,9 @@ def test_integer_formats():
     import torch
     assert np.array_equal(bf.from_tiles(bf.to_tiles(torch.arange(1024, dtype=torch.int32).reshape(32, 32), "Int32"),
                                         "Int32", (32, 32)), np.arange(1024).reshape(32, 32))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="integer tile formats take integer arrays, not float32"):
         bf.to_tiles(np.zeros((32, 32), np.float32), "Int8")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"values out of range for UInt8 \[0, 255\]: 300\.\.300"):
         bf.to_tiles(np.full((32, 32), 300), "UInt8")
 
 

@@ -53,3 +53,13 @@ def test_shapes_must_agree():
     kernel = tilelang.compile(K.dynamic_scale_add(), target="tt")
     with pytest.raises(TTSimError, match=r"B has M=10, another tensor has M=20"):
         kernel(torch.randn(20, 64), torch.randn(10, 64), torch.empty(20, 64))
+
+
+def test_summary_of_a_dynamic_plan():
+    """The plan summary prints a symbolic grid as the expressions it is, never a string multiplied by a number."""
+    from tilelang_tt.summary import plan_summary
+
+    kernel = tilelang.compile(K.dynamic_gemm(N=64, K=96), target="tt")
+    line = plan_summary(kernel.plan).splitlines()[1]
+    assert line == ("  block grid ((M + 32u - 1u) / 32u) x (2) blocks, decided at launch, policy contiguous, "
+                    "order row_major, blocks split over the cores at launch"), line

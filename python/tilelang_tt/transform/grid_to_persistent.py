@@ -75,6 +75,36 @@ def _uses_any(stmt, variables) -> bool:
     return bool(hit)
 
 
+def _debug_print(stmt) -> bool:
+    """Whether ``stmt`` holds T.print's expansion (``call_extern("debug_print_...")``, guarded by ``tx == 0``)."""
+    hit = []
+
+    def visit(node):
+        if (isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.StringImm)
+                and str(node.args[0].value).startswith("debug_print")):
+            hit.append(node)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return bool(hit)
+
+
+def _refuse_thread_code(body, thread_vars, src):
+    """The refusal of a kernel body that reads threadIdx, naming the statement (T.print is one: TileLang expands it
+    into a loop guarded by ``tx == 0``)."""
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    while len(stmts) == 1 and isinstance(stmts[0], (tirx.SBlockRealize, tirx.SBlock)):
+        inner = stmts[0].block.body if isinstance(stmts[0], tirx.SBlockRealize) else stmts[0].body
+        stmts = list(inner.seq) if isinstance(inner, tirx.SeqStmt) else [inner]
+    culprit = next((s for s in stmts if _uses_any(s, thread_vars)), body)
+    if _debug_print(culprit):
+        raise TTUnsupportedError("T.print has no TT lowering (it prints per GPU thread)", construct="T.print",
+                                 source=src, fix="remove the T.print; to look at a buffer, T.copy it to an extra "
+                                                 "output tensor and print that tensor on the host")
+    raise TTUnsupportedError("the kernel body reads threadIdx (tx/ty/tz); TT kernels compute whole tiles, so "
+                             "per-thread code has no meaning", construct=describe(culprit), source=src,
+                             fix="express the body with tile operators (T.copy, T.gemm, T.Parallel)")
+
+
 def _order_exprs(bid, grid_y: int, grid_x: int, k: int | None):
     """TIR twin of ``schedule.order_to_coord``: (binds, by, bx) for block id ``bid``.
 
@@ -141,9 +171,7 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
             kept.append(s)
     inner = kept[0] if len(kept) == 1 else tirx.SeqStmt(kept)
     if thread_vars and _uses_any(inner, thread_vars):
-        raise TTUnsupportedError("the kernel body reads threadIdx (tx/ty/tz); TT kernels compute whole tiles, "
-                                 "so per-thread code has no meaning", construct="T.Kernel threads", source=src,
-                                 fix="express the body with tile operators (T.copy, T.gemm, T.Parallel)")
+        _refuse_thread_code(inner, thread_vars, src)
 
     def reject_thread_loops(node):
         if isinstance(node, tirx.For) and node.thread_binding is not None:
