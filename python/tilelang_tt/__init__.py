@@ -14,8 +14,8 @@ from ._tilelang_hooks import check_tilelang_version
 check_tilelang_version()
 
 from . import annotations, backend, language  # noqa: E402
-from .errors import (TTAnnotationError, TTError, TTLoweringError, TTPackageError, TTPlanError,  # noqa: E402
-                     TTScheduleError, TTShapeError, TTTargetError, TTUnsupportedError, TTVersionError)
+from .errors import (TTAnnotationError, TTCallError, TTError, TTLoweringError, TTPackageError,  # noqa: E402
+                     TTPlanError, TTScheduleError, TTShapeError, TTTargetError, TTUnsupportedError, TTVersionError)
 from .annotations import TTShard, annotate_tt_schedule, annotate_tt_sharding  # noqa: E402
 
 annotations.install_into_tilelang_language()
@@ -23,8 +23,8 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 __all__ = ["TTError", "TTTargetError", "TTAnnotationError", "TTScheduleError", "TTShapeError", "TTUnsupportedError",
-           "TTLoweringError", "TTPlanError", "TTVersionError", "TTPackageError", "TTShard", "annotate_tt_schedule",
-           "annotate_tt_sharding", "backend", "language", "load"]
+           "TTLoweringError", "TTPlanError", "TTVersionError", "TTPackageError", "TTCallError", "TTShard",
+           "annotate_tt_schedule", "annotate_tt_sharding", "backend", "language", "load"]
 
 
 def load(path, out_idx=None):

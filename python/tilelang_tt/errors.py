@@ -73,3 +73,8 @@ class TTVerifyError(TTError):
 class TTPackageError(TTError):
     """A packaged artifact (``kernel.export`` / ``tilelang_tt.load``) that is corrupted, truncated, of another
     format version or SDK, or whose content does not match its recorded hash."""
+
+
+class TTCallError(TTError, ValueError):
+    """A call of a compiled kernel with an argument that does not fit its parameter (count, type, dtype, device,
+    shape, writability, scalar range). A ValueError, as TileLang's adapters raise for a bad argument."""

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
+import struct
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +17,7 @@ from tilelang.jit.kernel import JITKernel
 from tilelang.transform.pass_config import normalize_pass_configs
 
 from ._tilelang_hooks import EXECUTION_BACKEND
-from .errors import TTError
+from .errors import TTCallError, TTError
 from .target import options_from_target
 
 logger = logging.getLogger(__name__)
@@ -35,6 +38,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         self.prim_func = prim_func
         self.last_report: dict | None = None
         self.compile_model: dict | None = None
+        self._specs: list[ParamSpec] | None = None
         super().__init__(device_mod, params, result_idx)
 
     def _allocate(self, index: int):
@@ -56,6 +60,7 @@ class TTKernelAdapter(BaseKernelAdapter):
 
         n = len(self.params)
         outs = list(self.result_idx)
+        specs = self.param_specs()
         if len(args) == n:
             full = list(args)
         elif len(args) == n - len(outs):
@@ -64,7 +69,8 @@ class TTKernelAdapter(BaseKernelAdapter):
             for i in outs:
                 full[i] = self._allocate(i)
         else:
-            raise TTError(f"expected {n - len(outs)} tensors (or all {n}), got {len(args)}", construct="kernel call")
+            raise _count_error(specs, outs, len(args))
+        full = [check_argument(spec, value) for spec, value in zip(specs, full)]
         result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
                               protocol_only=protocol_only, backend=backend)
         self.last_report = result.report
@@ -78,11 +84,164 @@ class TTKernelAdapter(BaseKernelAdapter):
             return None
         return full[outs[0]] if len(outs) == 1 else [full[i] for i in outs]
 
+    def param_specs(self) -> list[ParamSpec]:
+        """What each parameter takes, from the plan (dtypes, shapes, io), else from TileLang's params; named as in
+        the TileLang source where it is known (the plan may rename a scalar)."""
+        if self._specs is None:
+            plan = self.artifact.plan
+            by_index = {}
+            for b in plan["buffers"]:
+                packed = b.get("host_unpack")      # packed sub-byte weights: the caller passes the packed tensor
+                src = packed or b
+                by_index[b["param_index"]] = ParamSpec(self._source_name(b["param_index"], b["name"]), src["dtype"],
+                                                       list(src["shape"]), b["io"], packed is not None)
+            for a in plan.get("scalar_args", []):
+                by_index[a["param_index"]] = ParamSpec(self._source_name(a["param_index"], a["name"]), a["dtype"],
+                                                       None, "scalar")
+            self._specs = [by_index.get(i) or self._spec_from_param(i) for i in range(len(self.params))]
+        return self._specs
+
+    def _source_name(self, index: int, default: str) -> str:
+        func = self.prim_func
+        if func is None or index >= len(func.params):
+            return default
+        var = func.params[index]
+        return func.buffer_map[var].name if var in func.buffer_map else var.name
+
+    def _spec_from_param(self, index: int) -> ParamSpec:
+        param, name = self.params[index], self._source_name(index, f"parameter {index}")
+        if param.is_scalar():
+            return ParamSpec(name, str(param.dtype), None, "scalar")
+        shape = [int(s) if isinstance(s, int) or hasattr(s, "value") else str(s) for s in param.shape]
+        return ParamSpec(name, str(param.dtype), shape, "input")
+
     def _convert_torch_func(self):
         return self.run
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
         return self.kernel_source
+
+
+class ParamSpec:
+    """One kernel parameter as a call sees it: ``shape`` None for a scalar; ``io`` input/output/inout/unused/scalar;
+    ``packed``: a packed sub-byte weight tensor, passed bit for bit (its dtype exactly)."""
+
+    def __init__(self, name: str, dtype: str, shape: list | None, io: str, packed: bool = False):
+        self.name, self.dtype, self.shape, self.io, self.packed = name, dtype, shape, io, packed
+
+    def describe(self) -> str:
+        a = "an" if self.dtype.startswith(("int", "uint")) else "a"
+        if self.shape is None:
+            return f"{a} {self.dtype} scalar"
+        return f"{a} {self.dtype} tensor of shape {self.shape}" + (" (packed weights)" if self.packed else "")
+
+
+_INT_SCALAR_RANGE = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1)}
+# NumPy has no bfloat16: a float32 array stands for a bfloat16 parameter (rounded to nearest even on the way in,
+# exact on the way out).
+_NUMPY_STAND_INS = {"bfloat16": {"float32"}}
+
+
+def _call_error(spec: ParamSpec, problem: str, fix: str) -> TTCallError:
+    return TTCallError(f"parameter {spec.name} takes {spec.describe()}; {problem}", construct="kernel call", fix=fix)
+
+
+def _count_error(specs: list[ParamSpec], outs: list[int], given: int) -> TTCallError:
+    names = [s.name for s in specs]
+    inputs = [s.name for i, s in enumerate(specs) if i not in outs]
+    also = (f", or the {len(inputs)} without the outputs of out_idx={outs} ({', '.join(inputs)})" if outs else "")
+    return TTCallError(f"the kernel takes {len(names)} arguments ({', '.join(names)}){also}; got {given}",
+                       construct="kernel call", fix="pass one tensor or scalar per parameter, in order")
+
+
+def check_argument(spec: ParamSpec, value):
+    """``value`` checked against its parameter (a TTCallError names what is wrong); scalars come back as the
+    Python int or float the kernel receives."""
+    if spec.shape is None:
+        return _check_scalar(spec, value)
+    import numpy as np
+
+    torch = sys.modules.get("torch")      # a torch tensor means torch is imported; it is optional otherwise
+    if torch is not None and isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        if value.device.type != "cpu":
+            no_data = " (a meta tensor has no data)" if value.device.type == "meta" else ""
+            raise _call_error(spec, f"got a tensor on device {value.device}{no_data}",
+                              "pass a CPU tensor (x.cpu()): tt-sim and the TT host program read and write host "
+                              "memory; for an output, copy the result to the device after the call")
+    elif isinstance(value, np.ndarray):
+        dtype = str(value.dtype)
+    else:
+        raise _call_error(spec, f"got {_short(value)} ({type(value).__name__})", "pass a torch tensor or NumPy array")
+    _check_dtype(spec, dtype, isinstance(value, np.ndarray))
+    _check_shape(spec, [int(n) for n in value.shape])
+    if spec.io in ("output", "inout"):
+        _check_writable(spec, value)
+    return value
+
+
+def _check_dtype(spec: ParamSpec, dtype: str, is_numpy: bool) -> None:
+    """TileLang's adapters take exactly the declared dtype; so do we, but for two lossless cases: NumPy's float32
+    for bfloat16 (NumPy has none) and any integer dtype for an integer input (range-checked by the emulator,
+    which also refuses floats there)."""
+    if dtype == spec.dtype or (is_numpy and dtype in _NUMPY_STAND_INS.get(spec.dtype, ())):
+        return
+    if dtype.startswith("complex"):
+        raise _call_error(spec, f"got a tensor of dtype {dtype} (its imaginary part would be lost)",
+                          "pass the real part (x.real), or real and imaginary parts as separate real tensors")
+    if spec.dtype.startswith(("int", "uint")) and spec.io == "input" and not spec.packed and dtype != "bool":
+        return
+    cast = f"x.astype(np.{spec.dtype})" if is_numpy else f"x.to(torch.{spec.dtype})"
+    alloc = f"np.empty(shape, np.{spec.dtype})" if is_numpy else f"torch.empty_like(x, dtype=torch.{spec.dtype})"
+    if spec.io in ("output", "inout"):
+        raise _call_error(spec, f"got a tensor of dtype {dtype} (the {spec.dtype} results would be converted to "
+                          f"{dtype})", f"pass a {spec.dtype} output ({alloc}) and convert the result afterwards")
+    raise _call_error(spec, f"got a tensor of dtype {dtype} (its values would be converted to {spec.dtype})",
+                      f"pass a {spec.dtype} tensor ({cast})")
+
+
+def _check_shape(spec: ParamSpec, shape: list[int]) -> None:
+    """Rank and static dimensions (symbolic ones are bound, and checked for agreement, by the emulator)."""
+    ok = len(shape) == len(spec.shape) and all(not isinstance(w, int) or w == g for w, g in zip(spec.shape, shape))
+    if not ok:
+        raise _call_error(spec, f"got shape {shape}", f"pass a tensor of shape {spec.shape}")
+
+
+def _check_writable(spec: ParamSpec, value) -> None:
+    """An output the results can be written into in place: no element shared by two indices, writeable."""
+    strides = value.stride() if hasattr(value, "stride") and callable(value.stride) else value.strides
+    if any(st == 0 and n > 1 for st, n in zip(strides, value.shape)):
+        raise _call_error(spec, f"got an output whose elements overlap in memory (strides {list(strides)}, e.g. "
+                          "from expand or broadcast_to)", "pass a tensor that owns its elements (x.contiguous())")
+    if getattr(getattr(value, "flags", None), "writeable", True) is False:
+        raise _call_error(spec, "got a read-only NumPy array as an output", "pass a writeable array (x.copy())")
+
+
+def _check_scalar(spec: ParamSpec, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _call_error(spec, f"got {_short(value)} ({type(value).__name__})",
+                          f"pass a Python {'float' if spec.dtype.startswith('float') else 'int'}"
+                          " (x.item() for a one-element tensor)")
+    if spec.dtype in _INT_SCALAR_RANGE:
+        lo, hi = _INT_SCALAR_RANGE[spec.dtype]
+        if not isinstance(value, numbers.Integral):
+            raise _call_error(spec, f"got {value!r} ({type(value).__name__}), which is not an integer",
+                              "pass an int; round explicitly (round(x), math.floor(x)) if that is what you mean")
+        if not lo <= int(value) <= hi:
+            raise _call_error(spec, f"got {int(value)}, outside [{lo}, {hi}]",
+                              f"pass a value in [{lo}, {hi}], or declare the parameter with a wider dtype")
+        return int(value)
+    try:
+        struct.pack("<f", float(value))     # OverflowError: finite, but beyond float32's range
+    except OverflowError:
+        raise _call_error(spec, f"got {_short(value)}, outside float32's range (|x| <= 3.4028235e38)",
+                          "pass a value float32 can hold (float('inf') if infinity is meant)") from None
+    return float(value)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class TTJITKernel(JITKernel):
