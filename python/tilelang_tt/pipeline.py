@@ -2,15 +2,16 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> InlineIndexLetsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
 
-UnpackWeightsTT runs first: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
+InlineIndexLetsTT runs first: every analysis after it sees index expressions, never a let-bound variable that
+hides the loop index it depends on. UnpackWeightsTT runs next: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
 plan), so every later pass sees ordinary int8 weights.
 
-SDPAFusionTT (the design's phase-1 attention pass) runs first because what it decides for FlashAttention is the
+SDPAFusionTT (the design's phase-1 attention pass) runs early because what it decides for FlashAttention is the
 work split (the order of Q chunks, pairs per core) that GridToPersistentTT turns into the persistent loop, and
 the split of the K/V loop at the diagonal, which the general lowering then carries out.
 
@@ -44,6 +45,7 @@ from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.dead_values import eliminate_dead_values
 from .transform.grid_to_persistent import grid_to_persistent
+from .transform.inline_index_lets import inline_index_lets
 from .transform.memory_space_lower import memory_space_lower
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
@@ -67,6 +69,7 @@ def passes(options: TTOptions):
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
     seq = [
+        ("InlineIndexLetsTT", inline_index_lets),
         ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options)),
         ("SuperBlockTT", lambda f: super_block(f, options)),
