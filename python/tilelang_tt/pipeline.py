@@ -2,7 +2,7 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> InlineIndexLetsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> InlineIndexLetsTT -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
@@ -47,6 +47,7 @@ from .transform.dead_values import eliminate_dead_values
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.inline_index_lets import inline_index_lets
 from .transform.memory_space_lower import memory_space_lower
+from .transform.predicate_parallel import predicate_parallel
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
 from .transform.stream_bands import stream_bands
@@ -70,6 +71,7 @@ def passes(options: TTOptions):
     dev = options.device
     seq = [
         ("InlineIndexLetsTT", inline_index_lets),
+        ("PredicateParallelTT", predicate_parallel),
         ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options)),
         ("SuperBlockTT", lambda f: super_block(f, options)),
