@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -48,7 +49,7 @@ def cache_root() -> Path:
     """``<TileLang cache dir>/tt``."""
     from tilelang import env
 
-    return Path(env.TILELANG_CACHE_DIR) / "tt"
+    return artifact_mod.absolute(str(env.TILELANG_CACHE_DIR)) / "tt"
 
 
 def entries_root() -> Path:
@@ -61,12 +62,30 @@ def template_bytecode_cache():
     each template), so it is used whatever the compile-cache switches say."""
     import jinja2
 
+    class TolerantBytecodeCache(jinja2.FileSystemBytecodeCache):
+        """A cache file that cannot be read back is recompiled, one that cannot be written (full disk, read-only
+        directory) is logged: the cache never stops a compile."""
+
+        def load_bytecode(self, bucket):
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, EOFError, ValueError, TypeError) as err:
+                logger.warning("tilelang-tt: ignoring unreadable template cache file in %s (%s)", where, err)
+                bucket.reset()
+
+        def dump_bytecode(self, bucket):
+            try:
+                super().dump_bytecode(bucket)
+            except OSError as err:
+                logger.warning("tilelang-tt: could not write the template cache in %s (%s)", where, err)
+
     where = cache_root() / "templates"
     try:
         where.mkdir(parents=True, exist_ok=True)
-    except OSError:
+    except OSError as err:
+        logger.warning("tilelang-tt: no template cache: cannot create %s (%s)", where, err)
         return None
-    return jinja2.FileSystemBytecodeCache(str(where))
+    return TolerantBytecodeCache(str(where))
 
 
 def _fingerprint_files(root: Path) -> list[tuple[str, str, os.stat_result]]:
@@ -121,13 +140,17 @@ def fingerprint(root: Path, memo: Path) -> str:
     digest = h.hexdigest()
     if not settled:
         return digest
+    tmp = memo.with_name(f".{memo.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
         tmp.write_text(json.dumps({"signature": signature, "sha256": digest}))
         os.replace(tmp, memo)        # atomic: a concurrent reader sees the old or the new memo, never half of one
     except OSError as err:
         logger.debug("tilelang-tt: could not record the package fingerprint (%s)", err)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
     return digest
 
 
@@ -163,6 +186,9 @@ def load(key: str) -> Entry | None:
     path = entries_root() / key
     meta_path = path / ENTRY_FILE
     if not meta_path.is_file():
+        if path.is_dir():       # entries land whole (staged, renamed): a directory without entry.json is damaged
+            logger.warning("tilelang-tt: ignoring compile-cache entry %s without %s; recompiling", path, ENTRY_FILE)
+            _discard(path)
         return None
     try:
         meta = json.loads(meta_path.read_text())
@@ -190,7 +216,7 @@ def _discard(path: Path) -> None:
     """Move a bad entry out of the way (atomically), then delete it."""
     import shutil
 
-    trash = path.with_name(f".{path.name}.bad.{os.getpid()}")
+    trash = path.with_name(f".{path.name}.bad.{os.getpid()}.{threading.get_ident()}")
     try:
         os.rename(path, trash)
     except OSError:

@@ -12,9 +12,12 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -61,31 +64,126 @@ def sim_install() -> SimInstall:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("TILELANG_TT_CACHE_DIR", Path.home() / ".cache" / "tilelang_tt"))
+    """``$TILELANG_TT_CACHE_DIR`` made absolute once (default ``~/.cache/tilelang_tt``)."""
+    from .artifact import tt_cache_root
+
+    return tt_cache_root()
 
 
 def build_host(artifact_dir: Path) -> Path:
-    """Compile the artifact's host program against tt-sim (cached by content hash)."""
+    """Compile the artifact's host program against tt-sim (cached by content hash). A cached program is used only
+    while its SHA-256 is the one recorded beside it (``host.sha256``) when it was built; otherwise it is rebuilt."""
     inst = sim_install()
-    source = (Path(artifact_dir) / "host.cpp").read_text()
+    host_cpp = Path(os.path.abspath(artifact_dir)) / "host.cpp"
+    source = host_cpp.read_text()
     cxx = os.environ.get("TT_SIM_CXX", "c++")
     flags = ["-std=c++20", "-O1", "-Wall", "-Werror"]
     # the binary links libtt_sim.so by rpath: another install (another venv sharing this cache) needs its own build
     key = hashlib.sha256("\0".join([source, inst.headers_hash, str(inst.lib), cxx, *flags]).encode()).hexdigest()[:20]
     exe = cache_root() / "sim-hosts" / key / "host"
     if exe.is_file():
-        return exe
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    tmp = exe.with_name(f"host.tmp.{os.getpid()}")
-    cmd = [cxx, *flags, f"-I{inst.include}", "-x", "c++", str(Path(artifact_dir) / "host.cpp"), "-o", str(tmp),
+        recorded = _recorded_sha256(exe)
+        if recorded is not None and recorded == _sha256_file(exe):
+            return exe
+        logger.warning("tilelang-tt: %s %s; rebuilding", exe, "has no recorded hash" if recorded is None else
+                       "does not match the hash recorded when it was built (damaged)")
+    cmd = [cxx, *flags, f"-I{inst.include}", "-x", "c++", str(host_cpp), "-o", "{out}",
            f"-L{inst.lib}", "-ltt_sim", f"-Wl,-rpath,{inst.lib}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise TTSimError(f"the generated host program does not compile against tt-sim:\n{proc.stderr[-4000:]}",
-                         construct="host.cpp")
-    os.replace(tmp, exe)   # atomic: concurrent builds of the same program agree
+    try:
+        _build_recorded(cmd, exe)
+    except OSError as err:
+        raise TTSimError(f"cannot write the emulator build {exe}: {err.strerror or err}", construct="emulator",
+                         fix="free space or point $TILELANG_TT_CACHE_DIR at a writable directory") from None
     return exe
+
+
+def _sha256_file(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _recorded_sha256(exe: Path) -> str | None:
+    try:
+        return exe.with_name(exe.name + ".sha256").read_text().strip()
+    except OSError:
+        return None
+
+
+def _build_recorded(cmd: list[str], exe: Path) -> None:
+    """Run ``cmd`` (``{out}``: the output file) into a temporary name unique per process and thread, record the
+    result's SHA-256 beside ``exe``, then rename it into place (atomic: concurrent builds agree)."""
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    unique = f"{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}"
+    tmp, tmp_sum = exe.with_name(f"{exe.name}.tmp.{unique}"), exe.with_name(f"{exe.name}.sha256.tmp.{unique}")
+    try:
+        proc = subprocess.run([str(tmp) if c == "{out}" else c for c in cmd], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TTSimError(f"the generated host program does not compile against tt-sim:\n{proc.stderr[-4000:]}",
+                             construct="host.cpp")
+        tmp_sum.write_text(_sha256_file(tmp) + "\n")
+        os.replace(tmp_sum, exe.with_name(exe.name + ".sha256"))
+        os.replace(tmp, exe)
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp_sum.unlink(missing_ok=True)
+
+
+def _elf_complete(path: str) -> bool:
+    """Whether a 64-bit ELF file holds every byte its headers describe (a truncated one does not)."""
+    try:
+        with open(path, "rb") as f:
+            size, head = os.fstat(f.fileno()).st_size, f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                return False
+            e = "<" if head[5] == 1 else ">"
+            phoff, shoff = struct.unpack_from(e + "QQ", head, 32)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(e + "HHHH", head, 54)
+            if max(phoff + phentsize * phnum, shoff + shentsize * shnum) > size:
+                return False
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return False
+    segments = (struct.unpack_from(e + "IIQQQQ", table, i * phentsize) for i in range(phnum))
+    return all(offset + filesz <= size for _, _, offset, _, _, filesz in segments)
+
+
+def remove_damaged_kernels(directory: Path) -> list[str]:
+    """Delete the kernel objects in tt-sim's cache that are not whole ELF files (a truncated write, a full disk):
+    tt-sim reuses any object present, so a damaged one would crash every run. Returns the names removed."""
+    removed = []
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".so"))
+    except OSError:
+        return removed
+    for name in names:
+        if not _elf_complete(os.path.join(directory, name)):
+            try:
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
+def _launch(exe: Path, data_dir: Path, artifact_dir: Path, env: dict, timeout_s: float, sim: bool):
+    """Run the host program. When tt-sim dies by a signal or cannot load a kernel object, damaged cached kernel
+    objects are the likely cause: they are removed (tt-sim rebuilds them) and the run is repeated once."""
+    for attempt in (0, 1):
+        try:
+            proc = subprocess.run([str(exe), str(data_dir), str(artifact_dir)], cwd=artifact_dir, env=env,
+                                  capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TTSimError(f"the emulator run exceeded {timeout_s:.0f} s", construct="emulator") from None
+        crashed = proc.returncode < 0 or "cannot load kernel" in proc.stderr
+        if not sim or attempt or not crashed:
+            return proc
+        removed = remove_damaged_kernels(Path(env["TT_SIM_CACHE_DIR"]))
+        if not removed:
+            return proc
+        logger.warning("tilelang-tt: removed damaged kernel objects %s from %s (exit code %s); running again",
+                       ", ".join(removed), env["TT_SIM_CACHE_DIR"], proc.returncode)
+    return proc
 
 
 # ---- tile layout --------------------------------------------------------------------------------------
@@ -302,6 +400,42 @@ class RunResult:
     padded_outputs: dict | None = None   # buffer name -> the whole padded tile grid, row-major (for inspection)
 
 
+def _write_inputs(data_dir: Path, plan: dict, tensors: dict[int, object], shapes: dict[str, int]) -> dict:
+    """Write every input as the tiles of its format into ``data_dir``; return each buffer's (view, padded) dims."""
+    dims = {}
+    for buf in plan["buffers"]:
+        value = tensors[buf["param_index"]]
+        if "host_unpack" in buf:
+            value = unpack_host(value, buf["host_unpack"])
+        view = tuple(_eval_dim(d, shapes) for d in buf.get("view", buf["shape"]))
+        dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
+        if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
+            to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
+        elif buf["io"] in ("input", "inout"):
+            raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"], buf["dtype"]), buf), buf).reshape(view),
+                         dims[buf["name"]][1], buf["format"])
+            tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
+    return dims
+
+
+def _read_outputs(data_dir: Path, plan: dict, tensors: dict[int, object], dims: dict) -> dict:
+    """Store every output the host program wrote into its caller's tensor; return the whole padded tile grids."""
+    padded_outputs = {}
+    for buf in plan["buffers"]:
+        if buf["io"] in ("output", "inout"):
+            if buf["format"] in BLOCK_FLOAT:   # decoded to float32 values (each exactly a BF16)
+                grid = blockfloat.from_tiles(np.fromfile(data_dir / f"{buf['name']}.bin", dtype=np.uint8),
+                                             buf["format"], dims[buf["name"]][1])
+            else:
+                raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
+                grid = untilize(raw, dims[buf["name"]][1])
+            padded_outputs[buf["name"]] = grid
+            logical = _unpad_rows(grid[tuple(slice(0, n) for n in dims[buf["name"]][0])], buf)
+            _store(tensors[buf["param_index"]], np.ascontiguousarray(logical),
+                   "Float32" if buf["format"] in BLOCK_FLOAT else buf["format"])
+    return padded_outputs
+
+
 def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_only: bool | None = None,
         timeout_s: float = 600.0, backend: str | None = None) -> RunResult:
     """Execute the artifact's host program: on tt-sim, or on a device through a TT-Metalium SDK
@@ -311,6 +445,7 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
 
     from . import hardware
 
+    artifact_dir = Path(os.path.abspath(artifact_dir))    # the host program runs inside it: no relative paths
     chosen = hardware.resolve_backend(backend)
     if chosen == "hw":
         if protocol_only:
@@ -327,19 +462,8 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
         protocol_only = os.environ.get(PROTOCOL_ONLY_ENV) == "1"
     with tempfile.TemporaryDirectory(prefix="tt-sim-") as data:
         data_dir = Path(data)
-        shapes, dims = bind_shapes(plan, tensors), {}
-        for buf in plan["buffers"]:
-            value = tensors[buf["param_index"]]
-            if "host_unpack" in buf:
-                value = unpack_host(value, buf["host_unpack"])
-            view = tuple(_eval_dim(d, shapes) for d in buf.get("view", buf["shape"]))
-            dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
-            if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
-                to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
-            elif buf["io"] in ("input", "inout"):
-                raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"], buf["dtype"]), buf), buf).reshape(view),
-                             dims[buf["name"]][1], buf["format"])
-                tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
+        shapes = bind_shapes(plan, tensors)
+        dims = _write_inputs(data_dir, plan, tensors, shapes)
         if shapes:
             (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))
         if plan.get("scalar_args"):
@@ -353,29 +477,13 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
                        TT_SIM_PROTOCOL_ONLY="1" if protocol_only else "0",
                        TT_SIM_BUFFER_FORMATS=",".join(str(TILE_FORMATS[b["format"]].value) for b in plan["buffers"]))
         t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([str(exe), str(data_dir), str(artifact_dir)], cwd=artifact_dir, env=env,
-                                  capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise TTSimError(f"the emulator run exceeded {timeout_s:.0f} s", construct="emulator") from None
+        proc = _launch(exe, data_dir, artifact_dir, env, timeout_s, sim=chosen == "sim")
         seconds = time.perf_counter() - t0
         if proc.returncode != 0:
             message = proc.stderr.strip() or f"exit code {proc.returncode}"
             where = f"tt-sim ({plan['kernel']})" if chosen == "sim" else f"device run ({plan['kernel']})"
             raise TTSimError(message.removeprefix("tt-sim error: "), construct=where)
-        padded_outputs = {}
-        for buf in plan["buffers"]:
-            if buf["io"] in ("output", "inout") and not protocol_only:
-                if buf["format"] in BLOCK_FLOAT:   # decoded to float32 values (each exactly a BF16)
-                    grid = blockfloat.from_tiles(np.fromfile(data_dir / f"{buf['name']}.bin", dtype=np.uint8),
-                                                 buf["format"], dims[buf["name"]][1])
-                else:
-                    raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
-                    grid = untilize(raw, dims[buf["name"]][1])
-                padded_outputs[buf["name"]] = grid
-                logical = _unpad_rows(grid[tuple(slice(0, n) for n in dims[buf["name"]][0])], buf)
-                _store(tensors[buf["param_index"]], np.ascontiguousarray(logical),
-                       "Float32" if buf["format"] in BLOCK_FLOAT else buf["format"])
+        padded_outputs = {} if protocol_only else _read_outputs(data_dir, plan, tensors, dims)
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
     report["wall_seconds"] = seconds
     report["backend"] = "tt-sim (CPU emulator)" if chosen == "sim" else f"device via {hardware.sdk_home()}"

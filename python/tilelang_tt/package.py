@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import os
+import stat
 import struct
 import tarfile
 import tempfile
@@ -150,7 +151,7 @@ def unpack(data: bytes, where: str = "package") -> tuple[dict, dict[str, str]]:
     if hashlib.sha256(head).digest() != head_sha:
         raise TTPackageError(f"{where}: the header does not match its SHA-256 (corrupted)", construct=_CONSTRUCT,
                              fix=reexport)
-    header = json.loads(head)
+    header = _parse_header(head, where)
     payload = data[_PREFIX.size + head_len:]
     if len(payload) != header["payload_bytes"]:
         what = "truncated" if len(payload) < header["payload_bytes"] else "longer than its header says"
@@ -166,24 +167,55 @@ def unpack(data: bytes, where: str = "package") -> tuple[dict, dict[str, str]]:
     return header, _untar(payload, where)
 
 
+# header field -> the JSON types it must have (bool is not an int here)
+_HEADER_FIELDS = {"format_version": int, "content_hash": str, "payload_bytes": int, "kernel": str, "arch": str,
+                  "options": dict, "out_idx": list, "sdk": str}
+
+
+def _parse_header(head: bytes, where: str) -> dict:
+    """The header JSON, with every field ``unpack`` and ``load`` use present and of its type."""
+    reexport = "re-export the kernel with kernel.export(path)"
+    try:
+        header = json.loads(head.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise TTPackageError(f"{where}: the header is not JSON ({err})", construct=_CONSTRUCT, fix=reexport) from None
+    if not isinstance(header, dict):
+        raise TTPackageError(f"{where}: the header is a JSON {type(header).__name__}, not an object",
+                             construct=_CONSTRUCT, fix=reexport)
+    for field, kind in _HEADER_FIELDS.items():
+        value = header.get(field)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            got = "missing" if field not in header else f"a {type(value).__name__}"
+            raise TTPackageError(f"{where}: the header's {field!r} is {got}, expected {kind.__name__}",
+                                 construct=_CONSTRUCT, fix=reexport)
+    if header["payload_bytes"] < 0:
+        raise TTPackageError(f"{where}: the header's payload_bytes is {header['payload_bytes']}",
+                             construct=_CONSTRUCT, fix=reexport)
+    return header
+
+
 def read_header(path) -> dict:
     return unpack(_read(path), str(path))[0]
 
 
 def _read(path) -> bytes:
+    """The bytes of a regular file (a FIFO, socket or device is refused: reading one may block forever)."""
+    fix = "pass a file written by kernel.export(path) or an artifact directory"
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise TTPackageError(f"{path} is not a regular file (a FIFO, socket or device)", construct=_CONSTRUCT,
+                                     fix=fix)
+            return f.read()
     except OSError as err:
-        raise TTPackageError(f"cannot read {path}: {err.strerror}", construct=_CONSTRUCT,
-                             fix="pass a file written by kernel.export(path) or an artifact directory") from None
+        raise TTPackageError(f"cannot read {path}: {err.strerror or err}", construct=_CONSTRUCT, fix=fix) from None
 
 
 def read_artifact(path) -> tuple[dict | None, dict[str, str]]:
     """(header or None, files) of a package file or an artifact directory."""
     path = Path(path)
     if path.is_dir():
-        files = {p.relative_to(path).as_posix(): p.read_text() for p in sorted(path.rglob("*"))
-                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)}
+        files = _directory_files(path)
         missing = [f for f in REQUIRED_FILES if f not in files]
         if missing:
             raise TTPackageError(f"{path} is not an artifact directory: it lacks {', '.join(missing)}",
@@ -191,6 +223,22 @@ def read_artifact(path) -> tuple[dict | None, dict[str, str]]:
                                                            "`tilelang-tt compile`, or a package file")
         return None, files
     return unpack(_read(path), str(path))
+
+
+def _directory_files(path: Path) -> dict[str, str]:
+    """The text of every regular, non-hidden file under an artifact directory (not the CMake build directories
+    ``hardware.build_host`` makes in it; FIFOs and devices are skipped, never read)."""
+    files = {}
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path)
+        if any(part.startswith(".") for part in rel.parts) or rel.parts[0].startswith("build-hw-") or not p.is_file():
+            continue
+        try:
+            files[rel.as_posix()] = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise TTPackageError(f"{path}: cannot read {rel.as_posix()} as text ({err})", construct=_CONSTRUCT,
+                                 fix="pass a directory written by tilelang.compile or `tilelang-tt compile`") from None
+    return files
 
 
 def params_from_plan(plan: dict) -> list:

@@ -11,7 +11,8 @@ plan names and random uniform values of it. Symbolic dimensions (T.dynamic) come
 on failure the error).
 
 Exit status: 0 when the run passes; 1 when the emulator's sanitizer stops it (its message on stderr); 2 when
-the artifact or an input is unusable (missing file, wrong shape or dtype, unknown name, unreadable format).
+the artifact, an input or ``--out`` is unusable (missing, empty or unreadable file, wrong shape or dtype, unknown
+name, a negative seed, a dimension below 1, ``--out`` naming a file).
 """
 
 from __future__ import annotations
@@ -74,11 +75,12 @@ def load_plan(artifact: Path) -> dict:
 def _load_npy(name: str, file: str) -> np.ndarray:
     path = Path(file)
     if not path.is_file():
-        raise RunInputError(f"input {name}: {path} does not exist", construct="tilelang-tt run")
+        what = "does not exist" if not path.exists() else "is not a regular file"
+        raise RunInputError(f"input {name}: {path} {what}", construct="tilelang-tt run")
     try:
         array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise RunInputError(f"input {name}: {path} is not a .npy array ({str(err).split('.')[0]})",
+    except (ValueError, OSError, EOFError) as err:
+        raise RunInputError(f"input {name}: {path} is not a .npy array ({str(err).split('.')[0] or 'empty file'})",
                             construct="tilelang-tt run") from None
     if not isinstance(array, np.ndarray) or not (np.issubdtype(array.dtype, np.floating)
                                                  or np.issubdtype(array.dtype, np.integer)):
@@ -155,6 +157,33 @@ def _wrong_shape(name: str, file: str, array: np.ndarray, host: HostTensor, buf:
                              f"pass the packed weights: a {shape} array of {host.dtype}")
 
 
+def _dims(plan: dict, dims: dict[str, str]) -> dict[str, int]:
+    """``--dim NAME=VALUE`` as integers, for the kernel's symbolic dimensions only."""
+    known = sorted({d for b in plan["buffers"] for d in host_tensor(b).shape if isinstance(d, str)})
+    for name in dims:
+        if name not in known:
+            raise RunInputError(f"--dim {name}: the kernel has no symbolic dimension {name} "
+                                f"({'it has ' + ', '.join(known) if known else 'its shapes are static'})",
+                                construct="tilelang-tt run")
+    try:
+        return {k: int(v) for k, v in dims.items()}
+    except ValueError:
+        raise RunInputError(f"--dim values must be integers, got {dims}", construct="tilelang-tt run") from None
+
+
+def _check_seed(seed) -> None:
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0):
+        raise RunInputError(f"--seed {seed!r} is not an integer >= 0", construct="tilelang-tt run",
+                            fix="pass a seed in [0, 2**63)")
+
+
+def _check_sizes(sizes: dict[str, int]) -> None:
+    small = {k: v for k, v in sizes.items() if v < 1}
+    if small:
+        raise RunInputError(f"symbolic dimension {', '.join(f'{k}={v}' for k, v in small.items())} is below 1",
+                            construct="tilelang-tt run", fix="every dimension must be at least 1")
+
+
 def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: dict[str, str]):
     """(tensors by parameter index, where each input came from, the arrays of the inputs)."""
     buffers = {b["name"]: b for b in plan["buffers"]}
@@ -165,10 +194,8 @@ def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: di
         if buffers[name]["io"] == "output":
             raise RunInputError(f"--input {name}: {name} is an output of the kernel, not an input",
                                 construct="tilelang-tt run")
-    try:
-        sizes = {k: int(v) for k, v in dims.items()}
-    except ValueError:
-        raise RunInputError(f"--dim values must be integers, got {dims}", construct="tilelang-tt run") from None
+    sizes = _dims(plan, dims)
+    _check_seed(seed)
     hosts = {name: host_tensor(buf) for name, buf in buffers.items()}
     loaded = {name: _load_npy(name, file) for name, file in files.items()}
     for name, array in loaded.items():      # dtypes; symbolic dimensions bound by the given inputs
@@ -183,6 +210,7 @@ def prepare_inputs(plan: dict, files: dict[str, str], seed: int | None, dims: di
             if isinstance(w, str) and sizes.setdefault(w, int(got)) != got:
                 raise RunInputError(f"input {name}: {w}={got}, but {w}={sizes[w]} elsewhere",
                                     construct="tilelang-tt run")
+    _check_sizes(sizes)
     rng = np.random.default_rng(seed)
     tensors, sources, used = {}, {}, {}
     for buf in plan["buffers"]:
@@ -229,6 +257,9 @@ def run_artifact(artifact: Path, out: Path, files: dict[str, str], seed: int | N
     tensors, sources, used = prepare_inputs(plan, files, seed, dims or {})
     tensors.update(prepare_scalars(plan, scalars or {}))
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunInputError(f"--out {out} is a file, not a directory", construct="tilelang-tt run",
+                            fix="pass a directory for the outputs and report.json")
     (out / "inputs").mkdir(parents=True, exist_ok=True)
     for name, array in used.items():
         np.save(out / "inputs" / f"{name}.npy", array)

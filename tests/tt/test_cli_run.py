@@ -265,14 +265,14 @@ _PACKED = (r"the artifact wants the packed int8 tensor [128, 64] (2 values per b
 
 
 @pytest.mark.parametrize("case", [
-    ("wrong_dtype", np.zeros((DN, DK // 2), np.float32), f"holds float32, {_PACKED}\n"
-     "  fix: save the tensor as int8: np.save(FILE, x.astype(np.int8))"),
-    ("unsigned", np.zeros((DN, DK // 2), np.uint8), f"holds uint8, {_PACKED}\n"
-     "  fix: save the tensor as int8: np.save(FILE, x.astype(np.int8))"),
-    ("unpacked", np.zeros((DN, DK), np.int8), f"has shape [128, 128], {_PACKED}\n"
-     "  fix: pass the packed tensor, not the unpacked weights"),
-    ("wrong_shape", np.zeros((DN // 2, DK // 2), np.int8), f"has shape [64, 64], {_PACKED}\n"
-     "  fix: pass the packed weights: a [128, 64] array of int8"),
+    ("wrong_dtype", np.zeros((DN, DK // 2), np.float32), f"holds float32, {_PACKED}; "
+     "fix: save the tensor as int8: np.save(FILE, x.astype(np.int8))"),
+    ("unsigned", np.zeros((DN, DK // 2), np.uint8), f"holds uint8, {_PACKED}; "
+     "fix: save the tensor as int8: np.save(FILE, x.astype(np.int8))"),
+    ("unpacked", np.zeros((DN, DK), np.int8), f"has shape [128, 128], {_PACKED}; "
+     "fix: pass the packed tensor, not the unpacked weights"),
+    ("wrong_shape", np.zeros((DN // 2, DK // 2), np.int8), f"has shape [64, 64], {_PACKED}; "
+     "fix: pass the packed weights: a [128, 64] array of int8"),
 ], ids=lambda c: c[0])
 def test_packed_input_errors(case, int4_dir, tmp_path, capsys):
     _, array, message = case
