@@ -19,9 +19,10 @@ scratch working directory, with the example's folder first on ``sys.path``, and 
   and a kernel's own ``get_profiler().do_bench()`` is modeled anyway.
 
 Units: every ``test_*`` function of a ``test_*.py`` file (TileLang's CI calls the examples this way, at CI sizes;
-pytest's skip marks are not applied), and every example program (a file with ``if __name__ == "__main__"`` that
-imports tilelang) that no test function calls, run as ``__main__`` with no arguments. ``regression_*.py`` and
-``benchmark*.py`` files are not units.
+pytest's skip marks are not applied), and every example program (a file that imports tilelang and has an
+``if __name__ == "__main__"`` block or a script's top-level calls) that no test function calls, run as
+``__main__`` with no arguments. ``regression_*.py`` and ``benchmark*.py`` files, and the folders in ``EXCLUDED``
+(AutoDD's deliberately failing inputs), are not units.
 
 Each unit is one of:
 
@@ -30,8 +31,9 @@ Each unit is one of:
   ``torch_assert_close`` / ``assert_allclose``, ``numpy.testing``, or an ``assert`` in the example's own code);
 * CLEAR: refused with a tilelang-tt error (a ``TTError`` subclass);
 * UNSUPPORTED-ARCH: CUDA-specific by design, by a marker: TileLang's test requires compute capability >= 9,
-  the source uses WGMMA / TMA / tcgen05 / warp specialisation / mbarriers / PTX or MFMA intrinsics / clusters /
-  an fp8 tensor-core GEMM, it asks torch.cuda for the device, or it needs a GPU-only package (triton, ...);
+  the source uses WGMMA / TMA / tcgen05 / warp specialisation / mbarriers / PTX, MMA-emitter or MFMA intrinsics /
+  clusters / an fp8 tensor-core GEMM, the folder is AMD's, it asks torch.cuda or TileLang's carver for the GPU, or
+  it needs a GPU-only package (triton, ...). CORRECT and WRONG outrank these markers;
 * UNCLEAR: anything else (a raw traceback, a timeout, a crash).
 """
 
@@ -62,16 +64,24 @@ GPU_ONLY_PACKAGES = {"triton": "Triton", "flash_attn": "FlashAttention", "deep_g
 SOURCE_MARKERS = (
     (r"\bT\.wgmma_gemm\b|\bwgmma\w*\(", "WGMMA (Hopper warpgroup MMA)"),
     (r"\btma_copy\b|\bcreate_tma_descriptor\b", "TMA copies (Hopper tensor memory accelerator)"),
-    (r"\btcgen0?5\w*", "tcgen05 / tensor memory (Blackhole-class NVIDIA sm100)"),
+    (r"\btcgen0?5\w*", "tcgen05 / tensor memory (NVIDIA Blackwell sm100)"),
     (r"\bT\.ws\(|\bset_max_nreg\b", "warp specialisation (T.ws / set_max_nreg)"),
     (r"\bT\.alloc_barrier\b|\bmbarrier_\w+", "mbarrier producer/consumer pipelines"),
     (r"\bT\.ptx_\w+|\bptx_ldmatrix\b|\bmma_sync\b", "PTX intrinsics"),
     (r"\bmfma\w*", "AMD MFMA intrinsics"),
     (r"\bcluster_dims\b", "thread-block clusters"),
     (r"\bTensorCoreIntrinEmitter\w*|\bmma_macro_generator\b", "CUDA tensor-core MMA intrinsics (ldmatrix/mma)"),
+    (r"\bk_pack\s*=", "AMD MFMA operand packing (T.gemm k_pack=)"),
+    (r"target\s*=\s*[\"'](cuda|hip)\b", "compiles for a target it names (target=\"cuda\" / \"hip\")"),
 )
 FP8_GEMM = (r"float8|e4m3|e5m2", r"\bT\.gemm\w*\(")
-CUDA_MESSAGES = ("CUDA is not available", "CUDA is required", "requires CUDA", "Torch not compiled with CUDA")
+CUDA_MESSAGES = ("CUDA is not available", "CUDA is required", "requires CUDA", "Torch not compiled with CUDA",
+                 "Cannot find cuda device", "GPU Device is not detected", "Failed to get device properties",
+                 "No CUDA architecture was specified or GPU detected")
+ARCH_FOLDERS = {"amd": "an AMD (ROCm) example (amd/)"}
+# not units: folders whose programs are not kernel examples
+EXCLUDED = {"autodd": "inputs of TileLang's AutoDD bug minimiser, written to fail (tilelang_buggy.py)",
+            "plot_layout": "draws GPU (MMA / MFMA) fragment layouts with matplotlib; no kernel runs"}
 
 
 @dataclass
@@ -122,7 +132,8 @@ def _test_marks(func: ast.FunctionDef) -> list[str]:
         name = ast.unparse(dec.func)
         args = [a.value for a in dec.args if isinstance(a, ast.Constant)]
         if "requires_cuda_compute_version" in name and args and args[0] >= 9 and not name.endswith(("_lt", "_le")):
-            marks.append(f"TileLang's test requires CUDA compute capability {ast.unparse(dec)[len('tilelang.testing.'):]}")
+            call = f"{name.rsplit('.', 1)[-1]}({', '.join(map(str, args))})"
+            marks.append(f"TileLang's test is marked {call}: an sm90+ (Hopper/Blackwell) test")
     return marks
 
 
@@ -153,7 +164,10 @@ def discover(root: Path) -> list[Unit]:
         rel = str(path.relative_to(root))
         if rel not in covered and _is_program(path):
             units.append(Unit(str(path.parent.relative_to(root)), rel, None, [rel]))
-    return sorted(units, key=lambda u: (u.folder, u.id))
+    for unit in units:
+        unit.marks += [why for name, why in ARCH_FOLDERS.items() if name in Path(unit.folder).parts]
+    return sorted((u for u in units if Path(u.folder).parts[:1] not in {(name,) for name in EXCLUDED}),
+                  key=lambda u: (u.folder, u.id))
 
 
 # ---- running (parent side) ------------------------------------------------------------------------------------
@@ -162,6 +176,8 @@ def _child_env(jobs: int) -> dict:
     threads = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
     env.setdefault("OMP_NUM_THREADS", threads)
     env.setdefault("TILELANG_TT_ARTIFACT_DIR", str(Path(tempfile.gettempdir()) / "tilelang-examples-artifacts"))
+    # the examples folder stays as it is (read-only in CI): bytecode of the examples goes elsewhere
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "tilelang-examples-pycache"))
     return env
 
 
@@ -183,6 +199,9 @@ def run_unit(root: Path, unit: Unit, timeout: float, logs: Path, jobs: int = 1) 
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     seconds = time.perf_counter() - t0
+    if (work / "autotuner.log").is_file():        # TileLang's autotuner keeps each config's error there
+        with open(log, "a") as out:
+            out.write("\n[tilelang_examples] autotuner.log:\n" + (work / "autotuner.log").read_text(errors="replace"))
     try:
         data = json.loads(result_file.read_text())
         status, reason = data["status"], data["reason"]
@@ -239,6 +258,7 @@ def text_report(results: list[Result]) -> str:
     correct = [r for r in results if r.status == "CORRECT"]
     lines.append(f"of the {len(correct)} correct: {sum('no check seen' in r.reason for r in correct)} ran no "
                  f"check, {sum(' 0 TT launch' in r.reason for r in correct)} launched no TT kernel")
+    lines.append("not run: " + "; ".join(f"{name}/: {why}" for name, why in EXCLUDED.items()))
     lines.append(last_line(results))
     return "\n".join(lines)
 

@@ -3,6 +3,7 @@ CUDA -> CPU, modeled timing), the run, and the classification. Nothing here edit
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import json
@@ -125,6 +126,22 @@ def _stub_torch_cuda() -> None:
     torch.cuda.profiler.start, torch.cuda.profiler.stop = returning(None), returning(None)
 
 
+def _cpu_generators() -> None:
+    """``torch.Generator(device="cuda")`` is a CPU generator (a subclass, so torch still accepts it)."""
+    import torch
+
+    base = torch.Generator
+
+    class Generator(base):
+        def __new__(cls, device="cpu"):
+            return base.__new__(cls, device=_cuda_to_cpu(device))
+
+        def __init__(self, device="cpu"):
+            pass
+
+    torch.Generator = Generator
+
+
 def _modeled_do_bench(fn, *args, quantiles=None, **kwargs):
     """``tilelang.profiler.do_bench``: the modeled time of the TT launches ``fn`` makes (ms)."""
     from tilelang_tt.profiler import modeled_time
@@ -200,6 +217,7 @@ def set_up() -> contextlib.ExitStack:
 
     register_target_detector("tt", lambda: "tt", override=True)    # tried after the GPU detectors
     _stub_torch_cuda()
+    _cpu_generators()
     tilelang.profiler.do_bench = tilelang.profiler.bench.do_bench = _modeled_do_bench
     _observe_checks()
     _observe_tt_errors()
@@ -275,17 +293,35 @@ def _where(err: BaseException, root: Path, in_examples: bool = False) -> str:
 
 def _source_markers(root: Path, unit: Unit) -> list[str]:
     text = "\n".join((root / m).read_text(errors="replace") for m in unit.modules if (root / m).exists())
+    text = re.sub(r"#[^\n]*", "", text)          # markers in comments do not count
     found = [reason for pattern, reason in SOURCE_MARKERS if re.search(pattern, text)]
     if re.search(FP8_GEMM[0], text) and re.search(FP8_GEMM[1], text):
         found.append("fp8 tensor-core GEMM")
     return found
 
 
+def _gpu_only_import(root: Path, unit: Unit, name: str) -> str | None:
+    """The GPU-only package ``name`` was to be imported from (an optional import the example guards with
+    ``try: from fla.ops... import name``)."""
+    for rel in unit.modules:
+        for node in ast.walk(ast.parse((root / rel).read_text(errors="replace"))):
+            if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in GPU_ONLY_PACKAGES
+                    and any((a.asname or a.name) == name for a in node.names)):
+                return node.module.split(".")[0]
+    return None
+
+
 def _arch_reason(err: BaseException, root: Path, unit: Unit) -> str | None:
     marks = unit.marks + _source_markers(root, unit)
     for e in _chain(err):
-        if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in GPU_ONLY_PACKAGES:
-            marks.append(f"needs {GPU_ONLY_PACKAGES[e.name.split('.')[0]]} (a GPU-only package)")
+        package = (e.name or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else None
+        if isinstance(e, NameError) and e.name:
+            package = _gpu_only_import(root, unit, e.name)
+        target = re.match(r"Target ((cuda|hip)\b.*?) is not supported", str(e))
+        if package in GPU_ONLY_PACKAGES:
+            marks.append(f"needs {GPU_ONLY_PACKAGES[package]} (a GPU-only package)")
+        elif target:
+            marks.append(f"compiles for target {target.group(1)!r}, which it names")
         elif any(m in str(e) for m in CUDA_MESSAGES):
             calls = [f.name for f in traceback.extract_tb(e.__traceback__) if "/torch/cuda/" in f.filename]
             marks.append(f"asks torch.cuda for the device ({calls[0]})" if calls else
@@ -303,6 +339,15 @@ def _is_check_failure(err: BaseException, root: Path) -> bool:
     return isinstance(err, AssertionError) and bool(frames) and frames[-1].filename.startswith(str(root))
 
 
+def _autotuner_error() -> str:
+    """The last exception line of TileLang's ``autotuner.log`` (in the working directory), where the autotuner
+    writes why each config failed."""
+    log = Path("autotuner.log")
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    errors = [t.strip() for t in lines if re.match(r"^\s*[\w.]+(Error|Exception): ", t)]
+    return f" (last config's error: {errors[-1][:300]})" if errors else ""
+
+
 def classify(err: BaseException | None, root: Path, unit: Unit) -> tuple[str, str]:
     from tilelang_tt.errors import TTError
 
@@ -312,15 +357,18 @@ def classify(err: BaseException | None, root: Path, unit: Unit) -> tuple[str, st
         return "CORRECT", f"{seen}, {n} TT launch(es), {ms:.3f} ms modeled"
     if _is_check_failure(err, root):
         return "WRONG", _message(err) + _where(err, root, in_examples=True)
+    tuning = "Auto-tuning failed" in str(err)
+    if tuning and STATE.launches and STATE.failed_check is not None:
+        return "WRONG", "the autotuner's check failed: " + _message(STATE.failed_check)
     arch = _arch_reason(err, root, unit)
     if arch:
         return "UNSUPPORTED-ARCH", arch
     tt = next((e for e in _chain(err) if isinstance(e, TTError)), None)
-    if tt is None and STATE.tt_errors and "Auto-tuning failed" in str(err):
+    if tt is None and STATE.tt_errors and tuning:
         tt = STATE.tt_errors[-1]
     if tt is not None:
         return "CLEAR", f"{type(tt).__name__}: {' '.join(str(tt).split())}"[:400]
-    return "UNCLEAR", _first_line(err) + _where(err, root)
+    return "UNCLEAR", _first_line(err) + _where(err, root) + (_autotuner_error() if tuning else "")
 
 
 def child_main(spec: dict, root: Path, result_file: Path) -> int:
