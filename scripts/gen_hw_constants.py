@@ -34,8 +34,9 @@ def render(t) -> str:
          f"constexpr uint32_t kFacesPerTile = {t.FACES_PER_TILE};", f"constexpr uint32_t kTileElems = {t.TILE_ELEMS};",
          f"constexpr uint32_t kFaceElems = {t.FACE_ELEMS};", "",
          "// data formats the emulator's CBs hold (tt::DataFormat values): float and block-float tile formats, and the",
-         "// integer formats of the compute path (CB_INT_FORMATS)"]
-    fmts = sorted((f for f in t.TILE_FORMATS.values() if f.kind != "int" or f.name in t.CB_INT_FORMATS),
+         "// integer formats of the compute path (CB_INT_FORMATS) and of index tensors (INDEX_FORMATS)"]
+    fmts = sorted((f for f in t.TILE_FORMATS.values()
+                   if f.kind != "int" or f.name in t.CB_INT_FORMATS or f.name in t.INDEX_FORMATS.values()),
                   key=lambda f: f.value)
     o.append("enum Fmt : uint8_t { " + ", ".join(f"k{f.name} = {f.value}" for f in fmts) + " };")
     o += ["struct FormatInfo {", "    const char* name;", "    uint8_t value;",

@@ -29,7 +29,7 @@ from .printer import call_text, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
 from .transform.common import shape_vars, source_of
 from .transform.prune_program import kernel_reads
-from .ttir import CB, CBInfo, calls, dump
+from .ttir import CB, CBInfo, Tensor, calls, dump
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +136,13 @@ MCAST_ARGS = ("sender_x", "sender_y", "first_x", "first_y", "last_x", "last_y", 
 
 
 def _kernel_tensors(ctx: _Context, program, role: str) -> list[int]:
-    op = "read_tiles" if role == "reader" else "write_tiles"
-    used = {c.args[1].name for c in calls(program.kernels[role].body) if c.op in (op, op + "_window", op + "_mcast")}
+    used = {a.name for c in calls(program.kernels[role].body) for a in c.args if isinstance(a, Tensor)}
+    return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
+
+
+def _written_tensors(ctx: _Context, program) -> list[int]:
+    """The tensors the writer stores to (an index tensor the writer reads is an input)."""
+    used = {c.args[1].name for c in calls(program.kernels["writer"].body) if c.op.startswith("write_tiles")}
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
@@ -169,7 +174,9 @@ def _kernel_specs(ctx: _Context, program) -> dict:
 
 def _buffers(ctx: _Context, program) -> list:
     shards, padding = ctx.func.attrs[attrs.SHARDS], ctx.func.attrs[attrs.PADDING]
-    reads, writes = _kernel_tensors(ctx, program, "reader"), _kernel_tensors(ctx, program, "writer")
+    writes = _written_tensors(ctx, program)
+    reads = [i for i in {*_kernel_tensors(ctx, program, "reader"), *_kernel_tensors(ctx, program, "writer")}
+             if i not in writes or i in _kernel_tensors(ctx, program, "reader")]
     out = []
     for i, buf in ctx.tensors:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as

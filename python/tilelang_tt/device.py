@@ -101,6 +101,11 @@ FORMATS: dict[str, DataFormat] = {
 # ``typecast_tile<Float32, UInt8>`` and the packer do the reverse (api/compute/eltwise_unary/typecast.h, 0.81.1).
 CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
 
+# TileLang dtype -> the format of an index tensor (block tables, expert offsets, gather indices): the data-movement
+# kernels read its elements from L1 into addresses (a 64-byte face row per element read, docs/usage.md "Indices from
+# tensors"); compute never unpacks it. Its pages and the reader's index CBs hold Int32 (4096-byte tiles).
+INDEX_FORMATS: dict[str, str] = {"int32": "Int32"}
+
 # TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
 # matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly
 # (7 magnitude bits under the face row's shared exponent) and unpacks losslessly to BF16; the runtime refuses -128,

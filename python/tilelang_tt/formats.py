@@ -1,6 +1,7 @@
 """TileLang dtypes <-> TT-Metalium data formats: a thin API over the hardware table in ``device.py``."""
 
-from .device import BLOCK_FLOAT_STORAGE, FORMATS, READ_ONLY_FORMATS, STORAGE_TILE_FORMAT, TILE_FORMATS, DataFormat
+from .device import (BLOCK_FLOAT_STORAGE, FORMATS, INDEX_FORMATS, READ_ONLY_FORMATS, STORAGE_TILE_FORMAT, TILE_FORMATS,
+                     DataFormat)
 from .errors import TTUnsupportedError
 
 __all__ = ["FORMATS", "TILE_FORMATS", "DataFormat", "data_format", "tensor_format"]
@@ -10,7 +11,10 @@ def data_format(dtype, construct: str = "dtype", source: str | None = None) -> D
     key = str(dtype)
     if key not in FORMATS:
         extra = ""
-        if key in READ_ONLY_FORMATS:
+        if key in INDEX_FORMATS:
+            extra = (f"; {key} tensors are index tensors (block tables, offsets) whose elements T.copy offsets "
+                     f"read (X[Table[b, j] * 32, 0]), never a computed value")
+        elif key in READ_ONLY_FORMATS:
             extra = (f"; {key} tensors are read-only weights (stored as {READ_ONLY_FORMATS[key]}) that a T.Parallel "
                      f"casts to a float dtype, never a computed result")
         fix = f"use one of {sorted(FORMATS)}"
@@ -35,4 +39,6 @@ def tensor_format(dtype, annotated: str | None, io: str, construct: str, source:
         return TILE_FORMATS[STORAGE_TILE_FORMAT.get(annotated, annotated)]
     if key in READ_ONLY_FORMATS and io == "input":
         return TILE_FORMATS[READ_ONLY_FORMATS[key]]
+    if key in INDEX_FORMATS and io == "input":
+        return TILE_FORMATS[INDEX_FORMATS[key]]
     return data_format(dtype, construct, source)

@@ -67,6 +67,12 @@ class TTOps:
     eltwise = _register("eltwise", 3)
     # transpose(src_cb, dst_cb): dst block (C x R tiles) = transpose of the src block (R x C tiles)
     transpose = _register("transpose", 3)
+    # index_load(tensor_index, row, col, cb): element (row, col) of an int32 index tensor's 2-D view, in a T.copy
+    # offset (X[Table[b, j] * 32, 0]); the kernel that moves the block reads it from L1 through the index CB ``cb``
+    # (LowerToTTProgram: read_index, noc_async_read_barrier, index_value)
+    index_load = _register("index_load", 4)
+    # index_value(cb, col): the element read_index left in ``cb``'s reserved page (an expression of the kernel)
+    index_value = _register("index_value", 2)
 
 
 if _FIRST_LOAD:
@@ -167,6 +173,9 @@ CALLS: dict[str, CallSpec] = {
     "read_tiles": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
     "read_tiles_window": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),
     "noc_async_read_barrier": CallSpec("noc_async_read_barrier()", "noc"),
+    # Indices from tensors: the 16-element face row holding element ({2}, {3}) of an int32 tensor, read into the
+    # reserved page of the index CB {0}; after the read barrier, TTOps.index_value reads the element from L1.
+    "read_index": CallSpec("read_index({0}, {1}, {1}_grid, {2}, {3})", "noc"),
     # TTMulticastReuse: the group's sender reads the block and multicasts it, the others receive it ({6}: the
     # group, a McastGroup of templates/dataflow.cpp.j2); the semaphore handshake is inside the helper.
     "read_tiles_mcast": CallSpec("read_tiles_mcast({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6})", "noc"),

@@ -39,6 +39,13 @@ def arg_text(a, cb_vars: dict) -> str:
     return cexpr(a)
 
 
+def value_text(value, cb_vars: dict) -> str:
+    """A ``Let`` value: an index expression, or an element the kernel reads from an index CB (TTOps.index_value)."""
+    if isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) == "tilelang_tt.index_value":
+        return f"index_value({cb_vars[str(value.args[0].value)]}, {cexpr(value.args[1])})"
+    return cexpr(value)
+
+
 def call_text(c: Call, cb_vars: dict) -> str:
     spec = CALLS.get(c.op)
     if spec is None:
@@ -64,7 +71,7 @@ def _print(body, cb_vars, level, lines, last_note):
             _print(n.body, cb_vars, level + 1, lines, last_note)
             lines.append(f"{pad}}}")
         elif isinstance(n, Let):
-            lines.append(f"{pad}const uint32_t {n.var.name} = {cexpr(n.value)};")
+            lines.append(f"{pad}const uint32_t {n.var.name} = {value_text(n.value, cb_vars)};")
         else:
             if n.note and n.note != last_note[0]:
                 lines.append(f"{pad}// {comment_text(n.note)}")

@@ -1,9 +1,13 @@
 """Kernels in the shape LLM inference code takes (issue 24), on both archs against torch."""
 
+import math
+
 import pytest
 import tilelang
 import tilelang.language as T
 import torch
+
+from tilelang_tt.errors import TTUnsupportedError
 
 ARCHS = ["wormhole_b0", "blackhole"]
 
@@ -92,3 +96,156 @@ def test_value_predicates_inside_parallel(arch):
     y = torch.empty_like(x)
     kernel(x, y)
     assert torch.equal(y, torch.where(x > 0, x, x * 0.5).clamp(min=-1.0))
+
+
+# ---- indices from tensors: the data-movement kernel reads an int32 element from L1 and moves the block it names --
+def paged_decode(B, H, D, BS, MAXB, NB):
+    """Decode attention over a paged KV cache: K/V blocks of BS rows found through a block table (MQA)."""
+    scale = 1.0 / math.sqrt(D) * 1.44269504
+
+    @T.prim_func
+    def decode(Q: T.Tensor((B, H, D), "bfloat16"), K: T.Tensor((NB * BS, D), "bfloat16"),
+               V: T.Tensor((NB * BS, D), "bfloat16"), BlockTable: T.Tensor((B, MAXB), "int32"),
+               O: T.Tensor((B, H, D), "bfloat16")):
+        with T.Kernel(B, threads=128) as bz:
+            q = T.alloc_shared((H, D), "bfloat16")
+            k = T.alloc_shared((BS, D), "bfloat16")
+            v = T.alloc_shared((BS, D), "bfloat16")
+            acc_s = T.alloc_fragment((H, BS), "float32")
+            p = T.alloc_fragment((H, BS), "bfloat16")
+            acc_o = T.alloc_fragment((H, D), "float32")
+            m = T.alloc_fragment((H,), "float32")
+            m_prev = T.alloc_fragment((H,), "float32")
+            rescale = T.alloc_fragment((H,), "float32")
+            row_sum = T.alloc_fragment((H,), "float32")
+            l = T.alloc_fragment((H,), "float32")
+            T.copy(Q[bz, 0, 0], q)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity("float32"))
+            for j in T.serial(MAXB):
+                T.copy(K[BlockTable[bz, j] * BS, 0], k)
+                T.copy(V[BlockTable[bz, j] * BS, 0], v)
+                T.clear(acc_s)
+                T.gemm(q, k, acc_s, transpose_B=True)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(H):
+                    rescale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, jj in T.Parallel(H, BS):
+                    acc_s[i, jj] = T.exp2(acc_s[i, jj] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, row_sum, dim=1)
+                for i in T.Parallel(H):
+                    l[i] = l[i] * rescale[i] + row_sum[i]
+                for i, jj in T.Parallel(H, D):
+                    acc_o[i, jj] = acc_o[i, jj] * rescale[i]
+                T.copy(acc_s, p)
+                T.gemm(p, v, acc_o)
+            for i, jj in T.Parallel(H, D):
+                acc_o[i, jj] = acc_o[i, jj] / l[i]
+            T.copy(acc_o, O[bz, 0, 0])
+    return decode
+
+
+def moe_grouped_gemm(M, N, K, E, bm, bn, bk):
+    """A grouped (MoE) GEMM: each block of bm token rows multiplies the weights of the expert a table names."""
+    @T.prim_func
+    def grouped(A: T.Tensor((M, K), "bfloat16"), W: T.Tensor((E, K, N), "bfloat16"),
+                BlockExpert: T.Tensor((M // bm,), "int32"), C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "bfloat16")
+            W_s = T.alloc_shared((bk, bn), "bfloat16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            expert = BlockExpert[by]
+            T.clear(C_l)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(W[expert, k * bk, bx * bn], W_s)
+                T.gemm(A_s, W_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+    return grouped
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_paged_decode(arch):
+    B, H, D, BS, MAXB, NB = 2, 32, 64, 32, 3, 8
+    kernel = tilelang.compile(paged_decode(B, H, D, BS, MAXB, NB), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(B, H, D, generator=g).bfloat16()
+    k, v = (torch.randn(NB * BS, D, generator=g).bfloat16() for _ in range(2))
+    table = torch.stack([torch.randperm(NB, generator=g)[:MAXB] for _ in range(B)]).int()
+    o = torch.empty(B, H, D).bfloat16()
+    kernel(q, k, v, table, o)
+    kk, vv = (t.view(NB, BS, D)[table.long()].reshape(B, MAXB * BS, D).double() for t in (k, v))
+    ref = torch.softmax(q.double() @ kk.transpose(1, 2) / math.sqrt(D), -1) @ vv
+    # p rounded to bf16 before P @ V (2^-8 relative per weight: 2^-8 * sum_j p_j |v_j|), the statistics' fp32
+    # and exp2 errors (below 2^-10 relative), one rounding of the output
+    pv = torch.softmax(q.double() @ kk.transpose(1, 2) / math.sqrt(D), -1) @ vv.abs()
+    bound = 2.0 ** -8 * pv + 2.0 ** -10 * pv + 2.0 ** -8 * ref.abs() + 1e-6
+    assert ((o.double() - ref).abs() <= bound).all(), ((o.double() - ref).abs() - bound).max()
+    # each K/V block crosses DRAM once, plus one 64-byte face row of the table per block read
+    assert kernel.report["total"]["dram_read_bytes"] == q.numel() * 2 + 2 * B * MAXB * BS * D * 2 + 2 * B * MAXB * 64
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_moe_grouped_gemm(arch):
+    M, N, K, E, bm, bn, bk = 256, 128, 128, 4, 64, 64, 64
+    kernel = tilelang.compile(moe_grouped_gemm(M, N, K, E, bm, bn, bk), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(M, K, generator=g).bfloat16()
+    w = torch.randn(E, K, N, generator=g).bfloat16()
+    experts = torch.tensor([2, 0, 3, 2], dtype=torch.int32)
+    c = torch.empty(M, N).bfloat16()
+    kernel(a, w, experts, c)
+    blocks = [a[i * bm:(i + 1) * bm].double() @ w[experts[i]].double() for i in range(M // bm)]
+    ref = torch.cat(blocks)
+    absref = torch.cat([a[i * bm:(i + 1) * bm].double().abs() @ w[experts[i]].double().abs() for i in range(M // bm)])
+    # bf16 products are exact in fp32, sums fp32; HiFi2 drops in0's last mantissa bit (2^-7 relative per product);
+    # one rounding of the output
+    bound = 2.0 ** -7 * absref + 2.0 ** -8 * ref.abs() + 1e-3
+    assert ((c.double() - ref).abs() <= bound).all(), ((c.double() - ref).abs() - bound).max()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_scatter_rows_through_a_permutation(arch):
+    """The writer reads the index too: block by of X is stored at rows Perm[by] * 32 of Y."""
+    @T.prim_func
+    def scatter(X: T.Tensor((128, 64), "float32"), Perm: T.Tensor((4,), "int32"), Y: T.Tensor((128, 64), "float32")):
+        with T.Kernel(4, threads=128) as by:
+            s = T.alloc_shared((32, 64), "float32")
+            T.copy(X[by * 32, 0], s)
+            T.copy(s, Y[Perm[by] * 32, 0])
+
+    kernel = tilelang.compile(scatter, target={"kind": "tt", "arch": arch})
+    x = torch.randn(128, 64)
+    perm = torch.tensor([2, 0, 3, 1], dtype=torch.int32)
+    y = torch.empty_like(x)
+    kernel(x, perm, y)
+    expected = torch.empty_like(x)
+    for i in range(4):
+        expected[perm[i] * 32:(perm[i] + 1) * 32] = x[i * 32:(i + 1) * 32]
+    assert torch.equal(y, expected)
+
+
+def test_index_tensor_must_be_int32():
+    @T.prim_func
+    def k(X: T.Tensor((128, 64), "float32"), Perm: T.Tensor((4,), "float32"), Y: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=128) as by:
+            s = T.alloc_shared((32, 64), "float32")
+            T.copy(X[T.Cast("int32", Perm[by]) * 32, 0], s)
+            T.copy(s, Y[0, 0])
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)an offset reads float32 tensor Perm.*store the indices as int32"):
+        tilelang.compile(k, target="tt")
+
+
+def test_index_tensor_in_compute_is_refused():
+    @T.prim_func
+    def k(Idx: T.Tensor((32, 32), "int32"), Y: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as by:
+            for i, j in T.Parallel(32, 32):
+                Y[i, j] = T.Cast("float32", Idx[i, j])
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)moves a block of int32 tensor Idx into a tile buffer.*int32 tensors are index tensors: use their "
+                                                  r"elements in T.copy offsets"):
+        tilelang.compile(k, target="tt")

@@ -5,9 +5,10 @@ TileLang users name index arithmetic (``t = by * bt + i`` inside a ``T.Parallel`
 ``offset + i`` split) must see the expression, not a variable that hides the loop index it depends on.
 
 In:  the frontend's PrimFunc.
-Out: every ``Bind(var, value)`` of an integer ``var`` whose ``value`` reads no buffer is removed and ``var`` is
+Out: every ``Bind(var, value)`` of an integer ``var`` whose ``value`` is index arithmetic -- of variables, and of
+     elements of integer tensors the kernel only reads (``e = expert_ids[by]``) -- is removed and ``var`` is
      replaced by ``value`` in the statements after it in its sequence. Float bindings (``inv_D = 1.0 / D``) and
-     values loaded from tensors (``e = expert_ids[by]``) are kept.
+     values read from buffers the kernel writes are kept.
 Attributes written: none.
 Errors: none.
 """
@@ -19,32 +20,51 @@ from tvm import tirx
 from .common import prim_func_pass
 
 
-def _reads_buffer(expr) -> bool:
-    hit = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: hit.append(n) if isinstance(
-        n, (tirx.BufferLoad, tirx.Call)) and not (isinstance(n, tirx.Call) and _pure_call(n)) else None)
-    return bool(hit)
-
-
 def _pure_call(c: tirx.Call) -> bool:
     """Integer arithmetic TVM spells as calls (floordiv, shifts, min/max, ceildiv) is pure."""
     return str(getattr(c.op, "name", "")).startswith(("tir.shift", "tir.bitwise", "tir.floor", "tir.trunc",
                                                       "tir.if_then_else", "tir.ceil"))
 
 
-def _inlinable(stmt) -> bool:
-    return (isinstance(stmt, tirx.Bind) and stmt.var.dtype.startswith(("int", "uint"))
-            and not _reads_buffer(stmt.value))
+def _index_arithmetic(expr, index_tensors: set) -> bool:
+    """Arithmetic of variables, pure calls and elements of integer tensors the kernel only reads (``BlockTable[b,
+    j]``): moved into an offset, such an element is read where the offset needs it (MemorySpaceLowerTT's
+    ``index_load``)."""
+    bad = []
+
+    def visit(n):
+        if isinstance(n, tirx.BufferLoad) and n.buffer.data not in index_tensors:
+            bad.append(n)
+        elif isinstance(n, tirx.Call) and not _pure_call(n):
+            bad.append(n)
+
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
+    return not bad
+
+
+def _read_only_int_tensors(func: tirx.PrimFunc) -> set:
+    """The data vars of integer tensor parameters no statement stores to."""
+    stored = set()
+    tirx.stmt_functor.post_order_visit(func.body, lambda n: stored.add(n.buffer.data) if isinstance(
+        n, tirx.BufferStore) else None)
+    return {b.data for b in func.buffer_map.values()
+            if str(b.dtype).startswith(("int", "uint")) and b.data not in stored}
 
 
 def inline_index_lets(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    index_tensors = _read_only_int_tensors(func)
+
+    def inlinable(stmt) -> bool:
+        return (isinstance(stmt, tirx.Bind) and stmt.var.dtype.startswith(("int", "uint"))
+                and _index_arithmetic(stmt.value, index_tensors))
+
     def post(node):
-        if not any(_inlinable(s) for s in node.seq):
+        if not any(inlinable(s) for s in node.seq):
             return None
         out, vmap = [], {}
         for s in node.seq:
             s = tirx.stmt_functor.substitute(s, vmap) if vmap else s
-            if _inlinable(s):
+            if inlinable(s):
                 vmap[s.var] = s.value
                 continue
             out.append(s)

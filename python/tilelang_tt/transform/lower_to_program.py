@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import struct
 
+import tvm
 from tvm import tirx
 
 from .. import attrs
@@ -248,10 +249,50 @@ class LowerToProgram:
             self.startup = (priority, call)
 
     # -- data movement ---------------------------------------------------------------------------------
+    def index_reads(self, args, note) -> tuple[list, list]:
+        """(calls, args): each ``index_load`` in a transfer's offsets (an element of an int32 tensor,
+        MemorySpaceLowerTT) read by this kernel from L1 through its index CB before the transfer -- reserve,
+        ``read_index`` (the element's face row), read barrier, ``Let`` of the element, push, wait, pop -- and the
+        offsets with the element's variable in its place."""
+        loads = []
+
+        def find(node):
+            if isinstance(node, tirx.Call) and node.op.same_as(TTOps.index_load) and not any(
+                    tvm.ir.structural_equal(node, x) for x in loads):
+                loads.append(node)
+
+        for a in args[2:10]:
+            tirx.stmt_functor.post_order_visit(tirx.Evaluate(a), find)
+        calls, vmap = [], []
+        for load in loads:
+            cb = CB(str(load.args[3].value))
+            row, col = self.expr(load.args[1]), self.expr(load.args[2])
+            var = tirx.Var(self.names.fresh(f"{self.tensor_names[int(load.args[0])]}_value"), "int32")
+            calls += [Call("cb_reserve_back", (cb, 1), note),
+                      Call("read_index", (cb, Tensor(self.tensor_names[int(load.args[0])]), row, col), note),
+                      Call("noc_async_read_barrier", (), note),
+                      Let(var, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(cb.name), col])),
+                      Call("cb_push_back", (cb, 1), note), Call("cb_wait_front", (cb, 1), note),
+                      Call("cb_pop_front", (cb, 1), note)]
+            vmap.append((load, var))
+
+        def subst(node):
+            for load, var in vmap:
+                if isinstance(node, tirx.Call) and tvm.ir.structural_equal(node, load):
+                    return var
+            return None
+
+        return calls, [tirx.stmt_functor.ir_transform(tirx.Evaluate(a), None, subst, ["tirx.Call"]).value
+                       if isinstance(a, tirx.PrimExpr) else a for a in args]
+
     def op_read_block(self, args, note) -> dict:
         name = self.cb_name(args[0])
         e = self.cbs[name]
         n = e["block_tiles"]
+        index_calls, args = self.index_reads(args, note)
+        if index_calls and "band" in e:
+            raise TTLoweringError(f"{name} streams in bands but its offsets are read from a tensor",
+                                  construct=note, source=self.src)
         cb, where, op = CB(name), *self._where(args, "read_tiles")
         if "band" in e:     # StreamBandsTT: one push per band of rows; the matmul waits and pops per band
             if op != "read_tiles":
@@ -266,7 +307,7 @@ class LowerToProgram:
                         Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, pages), note)]
 
             return {"reader": loop("band", nrows // rows, band)}
-        out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call(op, (cb, *where), note),
+        out = {"reader": [*index_calls, Call("cb_reserve_back", (cb, n), note), Call(op, (cb, *where), note),
                           Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, n), note)]}
         if "compute" in e["consumer"]:
             out["compute"] = [Call("consume", (cb, n), note)]
@@ -283,8 +324,9 @@ class LowerToProgram:
     def op_write_block(self, args, note) -> dict:
         name = self.cb_name(args[0])
         n = self.cbs[name]["block_tiles"]
+        index_calls, args = self.index_reads(args, note)
         cb, where, op = CB(name), *self._where(args, "write_tiles")
-        return {"writer": [Call("cb_wait_front", (cb, n), note), Call(op, (cb, *where), note),
+        return {"writer": [*index_calls, Call("cb_wait_front", (cb, n), note), Call(op, (cb, *where), note),
                            Call("noc_async_write_barrier", (), note), Call("cb_pop_front", (cb, n), note)]}
 
     # -- compute ---------------------------------------------------------------------------------------

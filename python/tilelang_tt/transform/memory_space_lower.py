@@ -39,12 +39,12 @@ import tvm
 from tvm import tirx
 
 from .. import attrs
-from ..device import FORMATS, TILE_FORMATS, DeviceProfile
+from ..device import FORMATS, INDEX_FORMATS, TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
-                     tile_op_call, tile_shape_2d, tilelang_text)
+from .common import (TILE, Region, TileOps, decode_region, describe, is_global, prim_func_pass, source_of,
+                     static_shape, tile_op_call, tile_shape_2d, tilelang_text, transform)
 from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
 
 SCOPE_SHARED = "shared.dyn"
@@ -124,6 +124,11 @@ class _Lowerer(ParallelLower):
         shards = self.func.attrs.get(attrs.SHARDS, {})
         annotated = shards[tensor.name].get("format") if tensor.name in shards else None
         fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
+        if str(tensor.dtype) in INDEX_FORMATS:
+            raise TTUnsupportedError(
+                f"{what}: moves a block of {tensor.dtype} tensor {tensor.name} into a tile buffer", construct=what,
+                source=self.src, fix=f"{tensor.dtype} tensors are index tensors: use their elements in T.copy offsets "
+                                     "(X[Table[b, j] * 32, 0]); compute has no integer tiles of that width")
         if fmt.kind != "bfp":
             if FORMATS.get(str(tensor.dtype)) is not fmt:   # int8 stored as its bytes in UInt8 pages (format="Int8")
                 self._record_cb_format(cb_name, fmt.name, what)
@@ -268,8 +273,36 @@ class _Lowerer(ParallelLower):
             return self.lower_copy_read(src, dst, stages, what, note)
         return self.lower_copy_local(src, dst, what, note)
 
+    def index_loads(self, region, role: str, what: str):
+        """``region`` with every element of a tensor in its offsets (``X[Table[b, j] * 32, 0]``) replaced by
+        ``index_load(tensor, row, col, cb)``: the ``role`` kernel reads it from L1 through an index CB of its own
+        (``<tensor>_idx``, Int32, one page), which is registered here."""
+        def post(node):
+            if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer)):
+                return None
+            tensor = node.buffer
+            if str(tensor.dtype) not in INDEX_FORMATS:
+                raise TTUnsupportedError(
+                    f"an offset reads {tensor.dtype} tensor {tensor.name}", construct=what, source=self.src,
+                    fix=f"index tensors are {sorted(INDEX_FORMATS)} (block tables, offsets): store the indices as "
+                        "int32")
+            if len(node.indices) != 2:
+                raise TTLoweringError(f"index tensor {tensor.name} has {len(node.indices)} indices after "
+                                      "TilePadTT", construct=what, source=self.src)
+            name = f"{tensor.name}_idx" + ("" if role == "reader" else "_w")
+            if name not in self.cbs:
+                buf = tirx.decl_buffer((TILE, TILE), "int32", name, scope=SCOPE_SHARED)
+                self.cbs[name] = CBInfo(buf, producer={role}, consumer={role}, stages=1)
+                self.cb_formats[name] = INDEX_FORMATS[str(tensor.dtype)]
+            return tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
+                                                         *node.indices, tirx.StringImm(name)])
+
+        mins = tuple(transform(tirx.Evaluate(m), post, ["tirx.BufferLoad"]).value for m in region.mins)
+        return Region(region.buffer, mins, region.extents, region.access)
+
     def lower_copy_read(self, src, dst, stages: int, what: str, note: str):
         """``T.copy(tensor window -> tile buffer)``: a ``read_block`` into the buffer's CB."""
+        src = self.index_loads(src, "reader", what)
         target = dst.buffer
         info = self.cb(target)
         info.producer.add("reader")
@@ -304,6 +337,7 @@ class _Lowerer(ParallelLower):
         """``T.copy(tile buffer -> tensor window)``: a ``write_block`` of the buffer's CB, through a staging CB of
         the tensor's dtype that compute packs when the buffer is a fragment, compute reads it, the reader fills it
         or its format is not the tensor's."""
+        dst = self.index_loads(dst, "writer", what)
         origin = self.fragment_window(src, [int(e) for e in dst.extents], what)
         r, c0, rows, cols, window = self.tile_coords(dst, what)
         if origin is None:

@@ -178,6 +178,22 @@ void noc_read_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t pag
     read_from_buffer(b, page, offset, page_size - offset, l1_addr, line, "noc_async_read_page");
 }
 
+uint32_t l1_read_u32(uint32_t l1_addr, uint32_t line) {
+    Task& t = cur();
+    if (l1_addr % 4 != 0) kernel_error(line, format("L1 load of a 32-bit word at unaligned address 0x%x", l1_addr));
+    if (reserved_cb_covering(*t.core, l1_addr, 4) == nullptr && front_cb_covering(*t.core, l1_addr, 4) == nullptr) {
+        kernel_error(line, format("L1 load at 0x%x, which is not inside CB pages this kernel reserved or waited for",
+                                  l1_addr));
+    }
+    if (noc_has_pending(t, false)) {
+        kernel_error(line, format("L1 load at 0x%x while this kernel's NoC reads are in flight: call "
+                                  "noc_async_read_barrier() first", l1_addr));
+    }
+    uint32_t value = 0;
+    if (!sim().protocol_only) std::memcpy(&value, l1_ptr(*t.core, l1_addr, 4, line), 4);
+    return value;
+}
+
 void noc_write_page(uint32_t base, bool is_dram, uint32_t page_size, uint32_t page, uint32_t l1_addr, uint32_t size,
                     uint32_t offset, uint32_t line) {
     Buffer& b = buffer_at(base, is_dram, line);

@@ -36,6 +36,9 @@ void noc_write(uint32_t l1_addr, uint64_t dst_noc_addr, uint32_t size, uint32_t 
 void noc_read_barrier(uint32_t line);
 void noc_write_barrier(uint32_t line);
 void noc_inline_write(uint64_t dst_noc_addr, uint32_t value, uint8_t byte_enable, uint32_t line);
+// A data-movement kernel's load of a 32-bit word from its core's L1 (what `*(volatile tt_l1_ptr uint32_t*)addr` is on
+// a card): inside CB pages this kernel has reserved or waited for, with no NoC read of this kernel in flight.
+uint32_t l1_read_u32(uint32_t l1_addr, uint32_t line);
 // Semaphores and multicast (multicast.cpp): L1 addresses of this core's semaphores, NoC addresses of another
 // core's L1 and of a multicast rectangle, and the operations on them.
 uint32_t semaphore_addr(uint32_t id, uint32_t line);
