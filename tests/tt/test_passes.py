@@ -106,10 +106,11 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))
     lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
-    assert names == ["00_Input.py", "01_UnpackWeightsTT.py", "02_SDPAFusionTT.py", "03_SuperBlockTT.py",
-                     "04_GridToPersistentTT.py", "05_TTShardToCoreMap.py", "06_TilePadTT.py",
-                     "07_MemorySpaceLowerTT.py", "08_TensorizeTT.py", "09_StreamBandsTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "08_TensorizeTT.py").read_text()
+    assert names == ["00_Input.py", "01_InlineIndexLetsTT.py", "02_PredicateParallelTT.py", "03_UnpackWeightsTT.py",
+                     "04_SDPAFusionTT.py", "05_SuperBlockTT.py", "06_GridToPersistentTT.py", "07_TTShardToCoreMap.py",
+                     "08_TilePadTT.py", "09_MemorySpaceLowerTT.py", "10_TensorizeTT.py", "11_EliminateDeadValuesTT.py",
+                     "12_StreamBandsTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "10_TensorizeTT.py").read_text()
 
 
 def test_passes_also_run_under_tvm_pass_manager():

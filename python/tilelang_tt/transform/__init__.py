@@ -1,7 +1,10 @@
 """The TT passes, one per file. The order they run in is in ``tilelang_tt.pipeline``."""
 
+from .dead_values import EliminateDeadValuesTT
 from .grid_to_persistent import GridToPersistentTT
+from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
+from .predicate_parallel import PredicateParallelTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
 from .stream_bands import StreamBandsTT
@@ -10,5 +13,6 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT",
-           "MemorySpaceLowerTT", "TensorizeTT", "StreamBandsTT"]
+__all__ = ["InlineIndexLetsTT", "PredicateParallelTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+           "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
+           "EliminateDeadValuesTT", "StreamBandsTT"]
