@@ -126,5 +126,9 @@ def _table_without(table: dict, ops: list, keep: set) -> dict:
     return out
 
 
-EliminateDeadValuesTT = prim_func_pass("EliminateDeadValuesTT")(
-    lambda f, _mod, _ctx: eliminate_dead_values(f))
+def EliminateDeadValuesTT():
+    @prim_func_pass("tt.EliminateDeadValuesTT")
+    def transform(func, mod, ctx):
+        return eliminate_dead_values(func)
+
+    return transform

@@ -76,4 +76,9 @@ def inline_index_lets(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-InlineIndexLetsTT = prim_func_pass("InlineIndexLetsTT")(lambda f, _mod, _ctx: inline_index_lets(f))
+def InlineIndexLetsTT():
+    @prim_func_pass("tt.InlineIndexLetsTT")
+    def transform(func, mod, ctx):
+        return inline_index_lets(func)
+
+    return transform

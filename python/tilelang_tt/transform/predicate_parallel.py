@@ -113,4 +113,9 @@ def predicate_parallel(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func if body.same_as(func.body) else func.with_body(body)
 
 
-PredicateParallelTT = prim_func_pass("PredicateParallelTT")(lambda f, _mod, _ctx: predicate_parallel(f))
+def PredicateParallelTT():
+    @prim_func_pass("tt.PredicateParallelTT")
+    def transform(func, mod, ctx):
+        return predicate_parallel(func)
+
+    return transform
