@@ -108,3 +108,24 @@ def broken_copy(artifact_dir, dest, rel, old, new):
     assert text.count(old) == 1, f"{old!r} not found once in {rel}"
     path.write_text(text.replace(old, new))
     return dest
+
+
+def one_block_gemm(size, block_k):
+    """C = A @ B in one size x size block (one core), bf16 in and out, an fp32 accumulator, K in one step."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def gemm(A: T.Tensor((size, block_k), "bfloat16"), B: T.Tensor((block_k, size), "bfloat16"),
+             C: T.Tensor((size, size), "bfloat16")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((size, block_k), "bfloat16")
+            B_s = T.alloc_shared((block_k, size), "bfloat16")
+            C_l = T.alloc_fragment((size, size), "float32")
+            T.clear(C_l)
+            for k in T.serial(1):
+                T.copy(A[by * size, k * block_k], A_s)
+                T.copy(B[k * block_k, bx * size], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * size, bx * size])
+
+    return gemm

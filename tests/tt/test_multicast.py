@@ -111,19 +111,31 @@ def test_dram_and_multicast_counters_equal_the_formula(arch, shape):
         assert core["dram_read_bytes"] == expect, core["core"]
 
 
-def test_multicast_true_without_shared_operand_is_an_error():
-    from examples import kernels as K
-
+def _parallel_add(multicast):
     @T.prim_func
     def add(A: T.Tensor((64, 64), "bfloat16"), B: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
         with T.Kernel(2, 2, threads=128) as (bx, by):
-            T.annotate_tt_schedule(multicast=True)
+            T.annotate_tt_schedule(multicast=multicast)
             for i, j in T.Parallel(32, 32):
                 C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] + B[by * 32 + i, bx * 32 + j]
 
-    assert K is not None
-    with pytest.raises(TTScheduleError, match="no block the reader reads is the same"):
-        tilelang.compile(add, target="tt")
+    return add
+
+
+def test_multicast_true_without_shared_operand_is_an_error():
+    """Every block an elementwise kernel reads depends on both the core's lattice row and column: multicast=True is
+    refused with the construct, the lattice and the fix; the same kernel with multicast=False compiles and runs."""
+    with pytest.raises(TTScheduleError) as info:
+        tilelang.compile(_parallel_add(True), target="tt")
+    err = info.value
+    assert "multicast=True, but no block the reader reads is the same for a whole core row or column of the 2x2 " \
+           "core lattice" in str(err)
+    assert err.construct == "T.annotate_tt_schedule(multicast=True)" and "multicast=False" in err.fix
+    kernel = tilelang.compile(_parallel_add(False), target="tt")
+    assert "multicast" not in kernel.plan
+    a, b, c = torch.randn(64, 64).bfloat16(), torch.randn(64, 64).bfloat16(), torch.zeros(64, 64).bfloat16()
+    kernel(a, b, c)
+    assert torch.equal(c, (a.float() + b.float()).bfloat16())
 
 
 # ---- the sanitizer on broken handshakes (tests/tt/test_sanitizer.py's corpus form) --------------------------
@@ -163,7 +175,13 @@ def test_sanitizer_catches_broken_handshake(case, tmp_path, mcast_kernel):
 
 
 def test_unbroken_mcast_artifact_runs_clean(mcast_kernel):
-    emulator.run(mcast_kernel.artifact_dir, mcast_kernel.plan, _inputs(mcast_kernel))
+    """The corpus's artifact as generated: the sanitizer stays silent and C is the unicast kernel's, bit for bit."""
+    tensors = _inputs(mcast_kernel)
+    emulator.run(mcast_kernel.artifact_dir, mcast_kernel.plan, tensors)
+    unicast = tilelang.compile(mcast_gemm(128, 128, 128, multicast=False), target="tt -arch=wormhole_b0")
+    c_uc = torch.zeros(128, 128, dtype=torch.bfloat16)
+    unicast(tensors[0], tensors[1], c_uc)
+    assert torch.equal(tensors[2], c_uc)
 
 
 @pytest.mark.skipif(os.environ.get("TILELANG_TT_REAL_CHECK") == "0", reason="real-header check disabled")

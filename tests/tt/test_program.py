@@ -237,6 +237,21 @@ def test_verifier_rule(rule):
     assert "internal error in the" in str(info.value) and "test.py:1" in str(info.value)
 
 
+def test_l1_budget_rule_is_reached_when_stream_bands_is_skipped(monkeypatch):
+    """StreamBandsTT refuses (or bands) CBs that do not fit before the TT program exists, so the verifier's byte check
+    is the second line of defence: with that pass skipped, a real lowering of a 384x384-block GEMM with K blocks of
+    96 reaches it. Its CBs, by hand: the fp32 accumulator and C's double-buffered bf16 CB (589,824 B each), A_s and
+    B_s double-buffered (147,456 B each): 1,474,560 B against wormhole's 1,393,312 usable (test_hw_table.py)."""
+    import tilelang_tt.pipeline as pipeline
+    from tests.tt.helpers import artifact, one_block_gemm
+
+    monkeypatch.setattr(pipeline, "stream_bands", lambda func, dev: func)
+    with pytest.raises(TTVerifyError) as info:
+        artifact(one_block_gemm(384, 96))
+    assert info.value.rule == "l1-budget"
+    assert "CBs need 1474560 B of L1, the kernels can use 1393312 B" in str(info.value)
+
+
 def _reduce_program(order):
     """A REDUCE_ROW SUM of a Float32 block with a bf16 scaler, the unpacker configured in ``order``."""
     sc = CB("scaler")
