@@ -133,6 +133,25 @@ def dequant_int4_inputs(M, N, K_, g):
     return [a, qb, scale, zeros, torch.empty(M, N, dtype=torch.bfloat16)], ref
 
 
+def paged_decode_inputs(B, H, D, BS, MAXB, NB):
+    """Random K/V caches of NB blocks and a block table naming MAXB distinct blocks per sequence."""
+    import math
+
+    q = torch.randn(B, H, D, dtype=torch.bfloat16)
+    k, v = (torch.randn(NB * BS, D, dtype=torch.bfloat16) for _ in range(2))
+    table = torch.stack([torch.randperm(NB)[:MAXB] for _ in range(B)]).int()
+    kk, vv = (t.view(NB, BS, D)[table.long()].reshape(B, MAXB * BS, D).float() for t in (k, v))
+    ref = torch.softmax(q.float() @ kk.transpose(1, 2) / math.sqrt(D), -1) @ vv
+    return [q, k, v, table, torch.empty(B, H, D, dtype=torch.bfloat16)], ref
+
+
+def moe_inputs(M, N, K_, E, bm):
+    a, w = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(E, K_, N, dtype=torch.bfloat16)
+    experts = torch.randint(0, E, (M // bm,), dtype=torch.int32)
+    ref = torch.cat([a[i * bm:(i + 1) * bm].float() @ w[experts[i]].float() for i in range(M // bm)])
+    return [a, w, experts, torch.empty(M, N, dtype=torch.bfloat16)], ref
+
+
 CASES = [
     ("design GEMM 512x512x512 bf16", lambda: K.design_gemm(512, 512, 512),
      lambda: gemm_inputs(512, 512, 512, torch.bfloat16)),
@@ -172,6 +191,10 @@ CASES = [
     ("dequant GEMM 128x128x256, packed uint4 weights, per-group zero points and scales [K // 128, N] "
      "(TileLang example form)", lambda: D.dequant_gemm_int4_grouped(128, 128, 256, "uint", group_size=128),
      lambda: dequant_int4_inputs(128, 128, 256, 128)),
+    ("paged-KV decode 2x32 heads x64, 32-row blocks through a block table (int32, read by the reader)",
+     lambda: K.paged_decode(2, 32, 64, 32, 4, 16), lambda: paged_decode_inputs(2, 32, 64, 32, 4, 16)),
+    ("MoE grouped GEMM 256x128x128 bf16, an expert per 64-row block (int32 table)",
+     lambda: K.moe_grouped_gemm(256, 128, 128, 4, 64, 64, 64), lambda: moe_inputs(256, 128, 128, 4, 64)),
 ]
 
 

@@ -7,6 +7,7 @@ import tilelang
 import tilelang.language as T
 import torch
 
+from examples import kernels
 from tilelang_tt.errors import TTUnsupportedError
 
 ARCHS = ["wormhole_b0", "blackhole"]
@@ -99,77 +100,10 @@ def test_value_predicates_inside_parallel(arch):
 
 
 # ---- indices from tensors: the data-movement kernel reads an int32 element from L1 and moves the block it names --
-def paged_decode(B, H, D, BS, MAXB, NB):
-    """Decode attention over a paged KV cache: K/V blocks of BS rows found through a block table (MQA)."""
-    scale = 1.0 / math.sqrt(D) * 1.44269504
-
-    @T.prim_func
-    def decode(Q: T.Tensor((B, H, D), "bfloat16"), K: T.Tensor((NB * BS, D), "bfloat16"),
-               V: T.Tensor((NB * BS, D), "bfloat16"), BlockTable: T.Tensor((B, MAXB), "int32"),
-               O: T.Tensor((B, H, D), "bfloat16")):
-        with T.Kernel(B, threads=128) as bz:
-            q = T.alloc_shared((H, D), "bfloat16")
-            k = T.alloc_shared((BS, D), "bfloat16")
-            v = T.alloc_shared((BS, D), "bfloat16")
-            acc_s = T.alloc_fragment((H, BS), "float32")
-            p = T.alloc_fragment((H, BS), "bfloat16")
-            acc_o = T.alloc_fragment((H, D), "float32")
-            m = T.alloc_fragment((H,), "float32")
-            m_prev = T.alloc_fragment((H,), "float32")
-            rescale = T.alloc_fragment((H,), "float32")
-            row_sum = T.alloc_fragment((H,), "float32")
-            l = T.alloc_fragment((H,), "float32")
-            T.copy(Q[bz, 0, 0], q)
-            T.fill(acc_o, 0)
-            T.fill(l, 0)
-            T.fill(m, -T.infinity("float32"))
-            for j in T.serial(MAXB):
-                T.copy(K[BlockTable[bz, j] * BS, 0], k)
-                T.copy(V[BlockTable[bz, j] * BS, 0], v)
-                T.clear(acc_s)
-                T.gemm(q, k, acc_s, transpose_B=True)
-                T.copy(m, m_prev)
-                T.reduce_max(acc_s, m, dim=1, clear=False)
-                for i in T.Parallel(H):
-                    rescale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, jj in T.Parallel(H, BS):
-                    acc_s[i, jj] = T.exp2(acc_s[i, jj] * scale - m[i] * scale)
-                T.reduce_sum(acc_s, row_sum, dim=1)
-                for i in T.Parallel(H):
-                    l[i] = l[i] * rescale[i] + row_sum[i]
-                for i, jj in T.Parallel(H, D):
-                    acc_o[i, jj] = acc_o[i, jj] * rescale[i]
-                T.copy(acc_s, p)
-                T.gemm(p, v, acc_o)
-            for i, jj in T.Parallel(H, D):
-                acc_o[i, jj] = acc_o[i, jj] / l[i]
-            T.copy(acc_o, O[bz, 0, 0])
-    return decode
-
-
-def moe_grouped_gemm(M, N, K, E, bm, bn, bk):
-    """A grouped (MoE) GEMM: each block of bm token rows multiplies the weights of the expert a table names."""
-    @T.prim_func
-    def grouped(A: T.Tensor((M, K), "bfloat16"), W: T.Tensor((E, K, N), "bfloat16"),
-                BlockExpert: T.Tensor((M // bm,), "int32"), C: T.Tensor((M, N), "bfloat16")):
-        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "bfloat16")
-            W_s = T.alloc_shared((bk, bn), "bfloat16")
-            C_l = T.alloc_fragment((bm, bn), "float32")
-            expert = BlockExpert[by]
-            T.clear(C_l)
-            for k in T.Pipelined(K // bk, num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(W[expert, k * bk, bx * bn], W_s)
-                T.gemm(A_s, W_s, C_l)
-            T.copy(C_l, C[by * bm, bx * bn])
-    return grouped
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_paged_decode(arch):
     B, H, D, BS, MAXB, NB = 2, 32, 64, 32, 3, 8
-    kernel = tilelang.compile(paged_decode(B, H, D, BS, MAXB, NB), target={"kind": "tt", "arch": arch})
+    kernel = tilelang.compile(kernels.paged_decode(B, H, D, BS, MAXB, NB), target={"kind": "tt", "arch": arch})
     g = torch.Generator().manual_seed(0)
     q = torch.randn(B, H, D, generator=g).bfloat16()
     k, v = (torch.randn(NB * BS, D, generator=g).bfloat16() for _ in range(2))
@@ -190,7 +124,7 @@ def test_paged_decode(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_moe_grouped_gemm(arch):
     M, N, K, E, bm, bn, bk = 256, 128, 128, 4, 64, 64, 64
-    kernel = tilelang.compile(moe_grouped_gemm(M, N, K, E, bm, bn, bk), target={"kind": "tt", "arch": arch})
+    kernel = tilelang.compile(kernels.moe_grouped_gemm(M, N, K, E, bm, bn, bk), target={"kind": "tt", "arch": arch})
     g = torch.Generator().manual_seed(1)
     a = torch.randn(M, K, generator=g).bfloat16()
     w = torch.randn(E, K, N, generator=g).bfloat16()
