@@ -80,6 +80,7 @@ class _Context:
         self.name = safe_name(str(func.attrs["global_symbol"]))
         self.dev = get_device(options.arch)
         opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+        self.opts = opts
         self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
         # resolved by the TIR pipeline (annotation > target option > ttnn default for the data formats)
         self.math_fidelity = str(opts.get("math_fidelity") or options.math_fidelity)
@@ -236,6 +237,7 @@ def _plan(ctx: _Context, program) -> dict:
         "scalar_args": [{"name": v.name, "param_index": i, "dtype": d} for i, v, d in ctx.scalars],
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
+        "precision": compute_config.precision(program, ctx.fp32_acc, ctx.opts),
     }
     if attrs.SDPA in ctx.func.attrs:
         plan["sdpa"] = _plain(ctx.func.attrs[attrs.SDPA])

@@ -29,7 +29,7 @@ from .target import MATH_FIDELITIES
 _BLOCK_FLOAT = ("bfp8", "bfp4", "bfloat8_b", "bfloat4_b")
 
 
-def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=None) -> None:
+def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=None, allow_tf32=None) -> None:
     if math_fidelity is not None and math_fidelity not in MATH_FIDELITIES:
         raise TTAnnotationError(f"math_fidelity={math_fidelity!r} is not one of {list(MATH_FIDELITIES)}",
                                 construct=f"{construct}(math_fidelity=...)")
@@ -39,6 +39,9 @@ def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=Non
     if packer_l1_acc is not None and not isinstance(packer_l1_acc, bool):
         raise TTAnnotationError(f"packer_l1_acc={packer_l1_acc!r} must be True, False or None",
                                 construct=f"{construct}(packer_l1_acc=...)")
+    if allow_tf32 is not None and not isinstance(allow_tf32, bool):
+        raise TTAnnotationError(f"allow_tf32={allow_tf32!r} must be True, False or None",
+                                construct=f"{construct}(allow_tf32=...)")
 
 
 def ttnn_default_fidelity(input_dtypes: list[str]) -> str:
@@ -66,7 +69,7 @@ def annotation(func: tirx.PrimFunc) -> dict:
     out = {}
     if "math_fidelity" in spec:
         out["math_fidelity"] = str(spec["math_fidelity"])
-    for key in ("fp32_dest_acc", "packer_l1_acc"):
+    for key in ("fp32_dest_acc", "packer_l1_acc", "allow_tf32"):
         if key in spec:
             out[key] = bool(spec[key])
     return out
@@ -115,8 +118,13 @@ def resolve(func: tirx.PrimFunc, options) -> dict:
         fidelity, source = ann["math_fidelity"], "T.annotate_tt_compute"
     fp32 = ann.get("fp32_dest_acc", options.fp32_dest_acc)
     l1_acc = ann.get("packer_l1_acc", options.packer_l1_acc)
+    tf32, tf32_source = False, "default (exact float32)"
+    if options.allow_tf32 is not None:
+        tf32, tf32_source = bool(options.allow_tf32), "target option"
+    if "allow_tf32" in ann:
+        tf32, tf32_source = bool(ann["allow_tf32"]), "T.annotate_tt_compute"
     return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_fidelity_source": source,
-            "packer_l1_acc": l1_acc is not False}
+            "packer_l1_acc": l1_acc is not False, "allow_tf32": tf32, "allow_tf32_source": tf32_source}
 
 
 # Ops that copy a CB's tile into DST (A2D). For a Float32 CB with UnpackToDestMode::UnpackToDestFp32 the unpacker
@@ -144,3 +152,67 @@ def unpack_to_dest_cbs(program, fp32_acc: bool) -> list[int]:
             if isinstance(a, CB):
                 (a2d if c.op in A2D_OPS else fpu).add(a.name)
     return sorted(program.cbs[n].index for n in a2d - fpu if program.cbs[n].fmt == "Float32")
+
+
+def exact_reduce(src_format: str, fp32_acc: bool, allow_tf32: bool) -> bool:
+    """Whether a reduction takes the exact fp32 path: its data is a Float32 CB, DST accumulates in fp32 and TF32 is not
+    allowed. The path copies the tiles into DST (copy_tile: UnpackToDestFp32, exact), folds them with SFPU fp32 ops
+    (add_binary_tile / binary_max_tile / binary_min_tile) and reduces the folded tile with ``sfpu_reduce`` (the
+    0.81 API ttnn's ``ReduceFp32Mode::Accurate`` uses). The FPU reduce would read the data through SrcA/SrcB as TF32
+    (TT_KERNEL_PATTERNS.md 1.2, 5.1)."""
+    return src_format == "Float32" and fp32_acc and not allow_tf32
+
+
+# How a Float32 CB's data reaches the FPU (SrcA/SrcB, 19 bits wide; TT_KERNEL_PATTERNS.md 5.1, 5b): TF32 with fp32 DST
+# accumulation, BF16 without, FP16 when the program has a Float16 CB (the 0.81 library's unpack format selection).
+# "fp32": SFPU arithmetic on values unpacked to DST (exact fp32). Ordered from the most to the least exact.
+PRECISION_PATHS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def _src_path(program, fp32_acc: bool) -> str:
+    if any(cb.fmt == "Float16" for cb in program.cbs.values()):
+        return "fp16"
+    return "tf32" if fp32_acc else "bf16"
+
+
+def precision(program, fp32_acc: bool, resolved: dict) -> dict:
+    """The plan's ``precision``: ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
+    compute kernel ("reduce", "matmul", "eltwise") the least exact path any of its calls takes (``PRECISION_PATHS``);
+    ``float32_operands``: how Float32 CBs reach SrcA/SrcB in this kernel; ``float16_pack``: "bf16" when a Float16
+    CB is packed from an fp32 DST (8 significant bits: TT_KERNEL_PATTERNS.md 5b; tt-sim models it)."""
+    from .intrinsics import CALLS
+    from .ttir import CB, calls
+
+    to_dest = set(unpack_to_dest_cbs(program, fp32_acc))
+    src = _src_path(program, fp32_acc)
+    worst: dict[str, str] = {}
+
+    def note(kind: str, path: str):
+        if kind not in worst or PRECISION_PATHS.index(path) > PRECISION_PATHS.index(worst[kind]):
+            worst[kind] = path
+
+    fp16_pack = False
+    for c in calls(program.kernels["compute"].body):
+        spec = CALLS.get(c.op)
+        text = str(c.note or "")
+        kind = "reduce" if text.startswith("T.reduce") else "matmul" if text.startswith("T.gemm") else "eltwise"
+        cbs = [program.cbs[a.name] for a in c.args if isinstance(a, CB) and a.name in program.cbs]
+        if c.op == "pack_tile" and fp32_acc and any(cb.fmt == "Float16" for cb in cbs):
+            fp16_pack = True
+        if spec is None or spec.kind != "op":
+            continue
+        f32 = [cb for cb in cbs if cb.fmt == "Float32"]
+        if c.op in A2D_OPS:
+            for cb in f32:
+                note(kind, "fp32" if cb.index in to_dest else src)
+        elif spec.unit == "fpu":      # SrcA/SrcB operands: matmul, FPU binary / broadcast, reduce_tile
+            for _ in f32:
+                note(kind, src)
+        elif c.op.startswith("sfpu_reduce"):
+            note(kind, "fp32")
+    out = {"allow_tf32": bool(resolved.get("allow_tf32", False)),
+           "allow_tf32_source": str(resolved.get("allow_tf32_source", "default (exact float32)")),
+           "float32_operands": src, "ops": dict(sorted(worst.items()))}
+    if fp16_pack:
+        out["float16_pack"] = "bf16"
+    return out

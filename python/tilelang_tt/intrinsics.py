@@ -163,6 +163,19 @@ def _reduce(pool: str, dim: str) -> dict[str, CallSpec]:
                                                   f"reduce_init_{pool}_{dim}", (0, 1))}
 
 
+# The SFPU reduce (compute_kernel_api.h, 0.81.1): the data is in DST (copy_tile, unpack-to-DEST for Float32), the SFPU
+# folds it in fp32 into column 0 (ROW) / row 0 (COL) of DST[{0}]: the exact path of float32 reductions.
+SFPU_POOLS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+
+
+def _sfpu_reduce(pool: str, dim: str) -> dict[str, CallSpec]:
+    t = f"PoolType::{SFPU_POOLS[pool]}, DataFormat::Float32"
+    h = "api/compute/compute_kernel_api.h"
+    return {f"sfpu_reduce_init_{pool}": CallSpec(f"sfpu_reduce_init<{t}>()", "init", h, "sfpu"),
+            f"sfpu_reduce_{pool}_{dim}": CallSpec(f"sfpu_reduce<{t}, ReduceDim::REDUCE_{dim.upper()}>({{0}})", "op", h,
+                                                  "sfpu", f"sfpu_reduce_init_{pool}")}
+
+
 CALLS: dict[str, CallSpec] = {
     # CB protocol (both kinds of kernel).
     "cb_reserve_back": CallSpec("cb_reserve_back({0}, {1})", "cb", pages=(0, 1)),
@@ -292,6 +305,7 @@ CALLS: dict[str, CallSpec] = {
     # Reductions (the scaler CB {1} holds 1.0 in row 0 of every face); the result folds into DST[{4}].
     **{k: v for pool in POOLS for dim in ("row", "col") for k, v in _reduce(pool, dim).items()},
     "reduce_uninit": CallSpec("reduce_uninit()", "init", "api/compute/reduce.h", "fpu"),
+    **{k: v for pool in SFPU_POOLS for dim in ("row", "col") for k, v in _sfpu_reduce(pool, dim).items()},
     # Fill DST[{0}] with a constant.
     "fill_tile_init": CallSpec("fill_tile_init()", "init", "api/compute/eltwise_unary/fill.h", "sfpu"),
     "fill_tile": CallSpec("fill_tile({0}, {1})", "op", "api/compute/eltwise_unary/fill.h", "sfpu", "fill_tile_init"),

@@ -74,6 +74,8 @@ class TTKernelAdapter(BaseKernelAdapter):
         result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
                               protocol_only=protocol_only, backend=backend)
         self.last_report = result.report
+        if "precision" in self.artifact.plan:     # the precision contract of the run (docs/usage.md, Precision)
+            self.last_report["precision"] = self.artifact.plan["precision"]
         from . import perf_model   # imported on use: it loads the intrinsic table (keeps `import tilelang_tt` light)
 
         self.last_report["model"] = perf_model.model_for_run(self.artifact.directory, self.artifact.plan, result.report)

@@ -34,6 +34,7 @@ class TTOptions:
     fp32_dest_acc: bool | None = None     # None: on when the compute kernel touches a float32 CB
     multicast: bool | None = None         # T.annotate_tt_schedule(multicast=...) for kernels that do not say
     packer_l1_acc: bool | None = None     # None/True: CB-resident accumulators accumulate in the packer; False: reload
+    allow_tf32: bool | None = None        # True: float32 reductions / elementwise on the FPU (TF32 operands, faster)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -47,7 +48,7 @@ class TTOptions:
     def as_dict(self) -> dict:
         return {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
                 "tensorize": self.tensorize, "math_fidelity": self.math_fidelity, "fp32_dest_acc": self.fp32_dest_acc,
-                "multicast": self.multicast, "packer_l1_acc": self.packer_l1_acc}
+                "multicast": self.multicast, "packer_l1_acc": self.packer_l1_acc, "allow_tf32": self.allow_tf32}
 
 
 _BOOL_TRUE = {"1", "true", "yes", "on"}
@@ -70,7 +71,7 @@ def _coerce(name: str, value) -> object:
             raise TTTargetError(f"max_cores must be a positive integer, got {value!r}",
                                 construct="target option 'max_cores'", fix="e.g. max_cores=16")
         return n
-    if name in ("compile_only", "tensorize", "fp32_dest_acc", "multicast", "packer_l1_acc"):
+    if name in ("compile_only", "tensorize", "fp32_dest_acc", "multicast", "packer_l1_acc", "allow_tf32"):
         if isinstance(value, bool):
             return value
         text = str(value).lower()
@@ -86,7 +87,7 @@ def _coerce(name: str, value) -> object:
         return value
     raise TTTargetError(f"unknown option {name!r}", construct="tt target",
                         fix="options are arch, max_cores, compile_only, tensorize, math_fidelity, fp32_dest_acc, "
-                            "multicast, packer_l1_acc")
+                            "multicast, packer_l1_acc, allow_tf32")
 
 
 def make_options(**kwargs) -> TTOptions:

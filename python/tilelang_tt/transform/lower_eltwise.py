@@ -284,8 +284,8 @@ class _Eval:
     def exact_fp32(self, a, b) -> bool:
         """An op between two Float32 CBs (either one Float32) with fp32 DST: the FPU would see the operands as TF32
         (SrcA/SrcB are 19 bits wide), the SFPU binary op on copies unpacked to DST computes in fp32 (compute_config
-        gives those CBs UnpackToDestFp32)."""
-        if not self.lw.fp32_acc:
+        gives those CBs UnpackToDestFp32). ``allow_tf32`` opts out: the FPU ops, faster, with TF32 operands."""
+        if not self.lw.fp32_acc or self.lw.allow_tf32:   # allow_tf32: the FPU, operands as TF32 (opt-in)
             return False
         return any(isinstance(x, tirx.BufferLoad) and self.lw.cbs[x.buffer.name].get("format") == "Float32"
                    for x in (a, b))

@@ -35,6 +35,7 @@ import tvm
 from tvm import tirx
 
 from .. import attrs
+from ..compute_config import exact_reduce
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, tt_op_of
 from ..names import NameSupply, generated
@@ -74,6 +75,8 @@ class LowerToProgram:
         self.names = names
         self.cap = dst_capacity
         self.fp32_acc = fp32_acc
+        options = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+        self.allow_tf32 = bool(options.get("allow_tf32", False))   # float32 reductions / eltwise on the FPU (TF32)
         self.full = {n: False for n, e in cbs.items() if e["role"] == "intermediate" and e.get("residency") != "dst"}
         self.dst_frag = next((n for n, e in cbs.items() if e.get("residency") == "dst"), None)
         self.dst_frag_out = None
@@ -478,6 +481,25 @@ class LowerToProgram:
             body = [Call("pack_reconfig_l1_acc", (1,), why)] + body + [Call("pack_reconfig_l1_acc", (0,), why)]
         return {"compute": waits + body}
 
+    def reduce_source(self, src: str, note: str) -> list:
+        """A reduction's source fragment computed earlier: wait for its block."""
+        if src not in self.full:
+            return []
+        if not self.full[src]:
+            raise TTUnsupportedError(f"{src} is reduced before it is written", construct=note, source=self.src)
+        return [Call("cb_wait_front", (CB(src), self.cbs[src]["block_tiles"]), note)]
+
+    def reduce_destination(self, dst: str, clear: bool, note: str) -> list:
+        """A reduction's destination: a clearing reduction drops the value it held; clear=False needs one."""
+        if dst in self.full and not self.full[dst] and not clear:
+            raise TTUnsupportedError(f"T.reduce_*(clear=False) into {dst} before it is initialised", construct=note,
+                                     source=self.src, fix=f"T.clear({dst}) or T.fill it first")
+        if dst in self.full and self.full[dst] and clear:
+            n = self.cbs[dst]["block_tiles"]
+            return [Call("cb_wait_front", (CB(dst), n), "drop the previous value"),
+                    Call("cb_pop_front", (CB(dst), n), "drop the previous value")]
+        return []
+
     def dst_format(self) -> str:
         return "DataFormat::Float32" if self.fp32_acc else "DataFormat::Float16_b"
 
@@ -486,17 +508,15 @@ class LowerToProgram:
         into it (after the previous value when ``clear`` is false); min negates, abs kinds reduce |src|."""
         src, dst = self.cb_name(args[0]), self.cb_name(args[1])
         kind, dim, clear = str(args[2].value), int(args[3]), bool(args[4])
+        if exact_reduce(self.cbs[src]["format"], self.fp32_acc, self.allow_tf32):
+            return self.op_reduce_sfpu(src, dst, kind, dim, clear, note)
         scratch = self.cb_name(args[5]) if int(args[5]) >= 0 else None
         pool = "max" if kind in ("max", "min", "absmax") else "sum"
         rdim = "row" if dim == 1 else "col"
         rows, cols = self.cbs[src]["shape_tiles"]
         n_src = self.cbs[src]["block_tiles"]
         cs, cd, scaler = CB(src), CB(dst), CB(SCALER)
-        out = []
-        if src in self.full:
-            if not self.full[src]:
-                raise TTUnsupportedError(f"{src} is reduced before it is written", construct=note, source=self.src)
-            out.append(Call("cb_wait_front", (cs, n_src), note))
+        out = self.reduce_source(src, note)
         if scratch is not None:      # |src| or -src, tile by tile, into the scratch CB
             op = "negative_tile" if kind == "min" else "abs_tile"
             cx = CB(scratch)
@@ -511,13 +531,7 @@ class LowerToProgram:
             out += loop("i", n_src, pre)
             out.append(Call("cb_wait_front", (cx, n_src), note))
         data = CB(scratch) if scratch is not None else cs
-        if dst in self.full and self.full[dst] and clear:
-            n = self.cbs[dst]["block_tiles"]
-            out += [Call("cb_wait_front", (cd, n), "drop the previous value"),
-                    Call("cb_pop_front", (cd, n), "drop the previous value")]
-        if dst in self.full and not self.full[dst] and not clear:
-            raise TTUnsupportedError(f"T.reduce_*(clear=False) into {dst} before it is initialised", construct=note,
-                                     source=self.src, fix=f"T.clear({dst}) or T.fill it first")
+        out += self.reduce_destination(dst, clear, note)
         self.note_startup(Call("hw_startup", (data, scaler, cd)), 1)
         # REDUCE_ROW SUM unpacks the scaler through SrcA and the data through SrcB; MAX and REDUCE_COL the reverse
         order = (scaler, data) if (pool, rdim) == ("sum", "row") else (data, scaler)
@@ -545,6 +559,53 @@ class LowerToProgram:
         out += loop("r", outer, one)
         if scratch is not None:
             out.append(Call("cb_pop_front", (CB(scratch), n_src), note))
+        if dst in self.full:
+            self.full[dst] = True
+        return {"compute": out}
+
+    def op_reduce_sfpu(self, src: str, dst: str, kind: str, dim: int, clear: bool, note: str) -> dict:
+        """The exact fp32 reduction (``compute_config.exact_reduce``), one DST tile per output tile: the source tiles
+        of its row (dim 1) or column (dim 0) are copied into DST (unpack-to-DEST: exact), |x| taken on the SFPU for
+        the abs kinds, folded element-wise with SFPU fp32 ops, and the folded tile reduced by ``sfpu_reduce`` into
+        column 0 (dim 1) / row 0 (dim 0); ``clear=False`` folds the previous value in after it. MIN is the SFPU's own
+        pool (no negation)."""
+        rows, cols = self.cbs[src]["shape_tiles"]
+        cs, cd = CB(src), CB(dst)
+        out = self.reduce_source(src, note) + self.reduce_destination(dst, clear, note)
+        self.note_startup(Call("hw_startup", (cs, cs, cd)), 1)
+        pool = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[kind]
+        fold = {"sum": "add_binary_tile", "max": "binary_max_tile", "min": "binary_min_tile"}[pool]
+        rdim = "row" if dim == 1 else "col"
+        outer, inner = (rows, cols) if dim == 1 else (cols, rows)
+
+        def load(o, k, v):
+            pos = self.queue_pos(src, o, k) if dim == 1 else self.queue_pos(src, k, o)
+            body = [Call("copy_tile", (cs, pos, v), note)]
+            if kind in ("abssum", "absmax"):
+                body += [Call("abs_tile_init", (), note), Call("abs_tile", (v,), note)]
+            return body
+
+        def one(o):
+            v = vreg()
+            body = [Call("tile_regs_acquire", (), note), Call("reconfig_data_format_srca", (cs,), note),
+                    Call("copy_init", (cs,), note), *load(o, 0, v)]
+
+            def step(k):     # tile k + 1 of the row (column), folded element-wise into v
+                w = vreg()
+                return load(o, k + 1, w) + [Call(f"{fold}_init", (), note), Call(fold, (v, w), note)]
+
+            if inner > 1:
+                body += loop("kt", inner - 1, step)
+            body += [Call(f"sfpu_reduce_init_{pool}", (), note), Call(f"sfpu_reduce_{pool}_{rdim}", (v,), note)]
+            if not clear:    # fold the previous value (its column 0 / row 0) into the result
+                prev = vreg()
+                body += [Call("reconfig_data_format_srca", (cd,), note), Call("copy_init", (cd,), note),
+                         Call("cb_wait_front", (cd, 1), note), Call("copy_tile", (cd, 0, prev), note),
+                         Call("cb_pop_front", (cd, 1), note), Call(f"{fold}_init", (), note),
+                         Call(fold, (v, prev), note)]
+            return body + [Call("tile_regs_commit", (), note), *self.pack(cd, 1, note, slot=v)]
+
+        out += loop("r", outer, one)
         if dst in self.full:
             self.full[dst] = True
         return {"compute": out}

@@ -6,7 +6,8 @@ In:  a PrimFunc after MemorySpaceLowerTT (``tt.cb`` present; remaining ``tl.tile
 Out: ``T.clear``/``T.fill`` -> ``tilelang_tt.fill``; ``T.gemm`` -> ``tilelang_tt.matmul`` (blocks of any
      multiple of 32; ``transpose_B`` via the in1 transpose of ``matmul_init``); each ``T.Parallel`` nest ->
      ``tilelang_tt.eltwise(dst_cb, expr)`` whose leaves are ``BufferLoad(tile buffer, [0, 0])`` and scalars;
-     ``reduce`` gets the reduce scaler CB and, for min / abs kinds, a compute scratch CB.
+     ``reduce`` gets the reduce scaler CB and, for min / abs kinds, a compute scratch CB, unless it takes the exact
+     fp32 SFPU path (``compute_config.exact_reduce``: Float32 data, fp32 DST, ``allow_tf32`` off), which needs neither.
 Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets ``residency`` ("dst": the
      accumulator stays in DST across the K loop, as tt-metal's bmm does; "cb": it lives in its
      intermediate CB and is processed in ``subblock`` = [h, w] pieces that fit DST, re-packed for every K
@@ -31,6 +32,7 @@ from tvm.ir import Op
 from .. import attrs
 from ..device import CB_INT_FORMATS, DeviceProfile
 from ..errors import TTUnsupportedError
+from ..compute_config import exact_reduce
 from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
 from .lower_to_program import SCALER
@@ -111,6 +113,9 @@ class _Tensorizer:
                 fix="drop fp32_dest_acc=False, or cast the data to a float dtype before the kernel")
         if ints:
             self.fp32_acc = True
+        # float32 reductions on the FPU (TF32 operands) only when allowed (compute_config.exact_reduce)
+        self.allow_tf32 = bool(dict(func.attrs[attrs.OPTIONS]).get("allow_tf32", False)) \
+            if attrs.OPTIONS in func.attrs else False
         self.cap = device.dst_capacity(self.fp32_acc)
         self.ops: list[tuple] = []      # (kind, frag name or None, loop path, extra) in program order
 
@@ -283,6 +288,8 @@ class _Tensorizer:
             self._bad(stmt, f"a reduction of {src} into {dst} with a {self.cb[src]['dtype'] if self.is_int(src) else self.cb[dst]['dtype']} "
                             f"tile: the TT reduce works on float tiles (cast in a T.Parallel first)")
         self.ops.append(("reduce", dst, path, src))
+        if exact_reduce(self.cb[src].get("format"), self.fp32_acc, self.allow_tf32):
+            return stmt     # the SFPU path: no scaler; -x and |x| are computed in DST (LowerToTTProgram)
         self.scaler_cb()
         if kind in ("sum", "max"):
             return stmt

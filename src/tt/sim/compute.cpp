@@ -103,8 +103,8 @@ float* fpu_operands(ComputeState& c, const SrcOperand& x, const SrcOperand& y, u
     if (!sim().protocol_only) {
         unpack_tile(t.x, cur().core->cbs[x.cb].fmt, a);
         unpack_tile(t.y, cur().core->cbs[y.cb].fmt, b);
-        narrow_to_src(a, cur().core->cbs[x.cb].fmt, c.fp32_acc);
-        narrow_to_src(b, cur().core->cbs[y.cb].fmt, c.fp32_acc);
+        narrow_to_src(a, cur().core->cbs[x.cb].fmt, c.fp32_acc, c.fp16_src);
+        narrow_to_src(b, cur().core->cbs[y.cb].fmt, c.fp32_acc, c.fp16_src);
     }
     return t.out;
 }
@@ -164,6 +164,10 @@ void hw_startup(uint32_t icb0, uint32_t icb1, uint32_t ocb, SrcOrder order, uint
     c.pack = static_cast<int>(ocb);
     // 16-bit DST holds the unpacker's 16-bit format: Float16 for Float16 data, else Float16_b (Float32 data too)
     c.dst_fmt = cur().core->cbs[icb0].fmt == kFloat16 ? kFloat16 : kFloat16_b;
+    // The 0.81 library chooses the unpacker's destination format for Float32 CBs per program: FP16 when any CB is
+    // Float16 (TT_KERNEL_PATTERNS.md 5b: the library's data-format selection, called directly)
+    c.fp16_src = false;
+    for (const CBState& s : cur().core->cbs) c.fp16_src = c.fp16_src || (s.configured && s.fmt == kFloat16);
 }
 
 void reconfig_srca(uint32_t cb, uint32_t line) {
@@ -266,10 +270,10 @@ void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order,
             // to the L1 datum (fp32 add), the sum rounded to the format again
             float held[kTileElems];
             unpack_tile(out, s.fmt, held);
-            round_tile(value, s.fmt);
+            round_packed(value, s.fmt, c.fp32_acc);
             for (uint32_t i = 0; i < kTileElems; ++i) value[i] += held[i];
         }
-        pack_tile_bytes(value, s.fmt, out);
+        pack_tile_bytes(value, s.fmt, out, c.fp32_acc);
     }
     s.written[page] = 1;
     if (!out_of_order) s.packed++;
@@ -287,7 +291,10 @@ void pack_reconfig_l1_acc(uint32_t enable, uint32_t line) {
 void op_init(Init kind, uint32_t cb_a, uint32_t cb_b, uint32_t flag, const char* name, uint32_t line) {
     ComputeState& c = cs(line);
     require_started(c, line);
-    if (kind == Init::Sfpu) return;   // SFPU inits touch neither the unpacker nor the packer's edge mask
+    if (kind == Init::Sfpu) {   // SFPU inits touch neither the unpacker nor the packer's edge mask; each one
+        c.sfpu_reduce_pool = -1;  // reprograms the SFPU (sfpu_reduce_init sets its own state after this)
+        return;
+    }
     require_no_reduce(c, line, (std::string(name) + "()").c_str());
     if (kind == Init::Matmul) {   // matmul_block_init sets its block shape after this
         c.matmul_transpose = flag;

@@ -2,8 +2,9 @@
 // the math fidelity phases of the multiplying FPU ops (../shared/reference/TT_KERNEL_PATTERNS.md 5.1, 5.2).
 //
 // SrcA/SrcB hold 19 bits (TF32: 1 + 8 + 10). A Float32 CB arrives there as TF32 (the low 13 mantissa bits
-// dropped) with fp32 DST accumulation, as BF16 (the low 16 bits dropped) without it; Float16_b / Float16 arrive as
-// they are. Only an A2D copy (copy_tile, transpose_tile, unary_bcast) of a CB whose ComputeConfig
+// dropped) with fp32 DST accumulation, as BF16 (the low 16 bits dropped) without it, and as FP16 when the program
+// has a Float16 CB (the 0.81 library's unpack format selection picks FP16 for Float32 CBs then, with or without
+// fp32 accumulation: TT_KERNEL_PATTERNS.md 5b); Float16_b / Float16 arrive as they are. Only an A2D copy (copy_tile, transpose_tile, unary_bcast) of a CB whose ComputeConfig
 // unpack_to_dest_mode is UnpackToDestFp32 writes the CB's fp32 data straight to DST.
 //
 // A multiplying op (MVMUL, ELWMUL, GAPOOL) splits its operands (bits of the fp32 encoding):
@@ -33,8 +34,12 @@ inline float srcb_operand(float b, uint32_t phases) { return phases <= 2 ? maske
 
 }  // namespace
 
-void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc) {
+void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc, bool fp16_src) {
     if (cb_fmt != kFloat32) return;   // Float16_b, Float16 (and BFP via BF16) reach Src exactly
+    if (fp16_src) {   // the program has a Float16 CB: Float32 CBs unpack to FP16 (TT_KERNEL_PATTERNS.md 5b)
+        for (uint32_t i = 0; i < kTileElems; ++i) tile[i] = fp32_to_fp16_src(tile[i]);
+        return;
+    }
     const uint32_t mask = fp32_acc ? kTf32Mask : kBf16Mask;
     for (uint32_t i = 0; i < kTileElems; ++i) tile[i] = masked(tile[i], mask);
 }
@@ -82,7 +87,7 @@ bool unpacks_to_dest(const ComputeState& c, uint32_t cb) { return cb < kMaxCBs &
 void unpack_a2d(const ComputeState& c, uint32_t cb, const uint8_t* src, float* out) {
     const uint8_t fmt = cur().core->cbs[cb].fmt;
     unpack_tile(src, fmt, out);
-    if (!unpacks_to_dest(c, cb)) narrow_to_src(out, fmt, c.fp32_acc);   // through SrcA / SrcB
+    if (!unpacks_to_dest(c, cb)) narrow_to_src(out, fmt, c.fp32_acc, c.fp16_src);   // through SrcA / SrcB
 }
 
 void require_src_path(const ComputeState& c, uint32_t cb, const char* reg, uint32_t line, const char* op) {

@@ -43,31 +43,32 @@ std::vector<std::unique_ptr<Prepared>>& cache(bool srca) {   // in1's (SrcA) or 
     return slots[srca ? 1 : 0];
 }
 
-uint32_t prep_tag(uint8_t fmt, bool srca, uint32_t phases, bool transpose, bool fp32_acc) {
-    return fmt | (srca ? 1u : 0u) << 8 | phases << 9 | (transpose ? 1u : 0u) << 13 | (fp32_acc ? 1u : 0u) << 14;
+// `src`: how a Float32 CB reaches SrcA/SrcB, bit 0 fp32 accumulation (TF32, else BF16), bit 1 FP16 (fidelity.cpp)
+uint32_t prep_tag(uint8_t fmt, bool srca, uint32_t phases, bool transpose, uint32_t src) {
+    return fmt | (srca ? 1u : 0u) << 8 | phases << 9 | (transpose ? 1u : 0u) << 13 | src << 14;
 }
 
-void prepare(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, bool fp32_acc,
+void prepare(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, uint32_t src,
              Prepared& p) {
     float t[kTileElems];
     unpack_tile(bytes, fmt, t);
-    narrow_to_src(t, fmt, fp32_acc);
+    narrow_to_src(t, fmt, (src & 1u) != 0, (src & 2u) != 0);
     if (ph == 3 && !p.lo) p.lo.reset(new float[kT * kT]);
     matmul_operand(t, srca, ph, transpose, p.hi, p.lo.get());
 }
 
 // The prepared operand of the L1 tile at `bytes`: from the cache when its slot holds the same bytes prepared the
 // same way, else prepared into the slot.
-const Prepared& operand(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, bool fp32_acc) {
+const Prepared& operand(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, uint32_t src) {
     const uint32_t n = tile_bytes(fmt);
-    const uint32_t tag = prep_tag(fmt, srca, ph, transpose, fp32_acc);
+    const uint32_t tag = prep_tag(fmt, srca, ph, transpose, src);
     const uint64_t h = (reinterpret_cast<uintptr_t>(bytes) >> 5) * 0x9E3779B97F4A7C15ull;
     std::unique_ptr<Prepared>& slot = cache(srca)[(h >> 40) % kCacheSlots];
     if (!slot) slot.reset(new Prepared);   // default-initialised: the arrays are written before they are read
     Prepared& p = *slot;
     if (n > kMaxTileBytes) die(format("matmul_tiles: %u-byte tiles exceed the operand cache's %u", n, kMaxTileBytes));
     if (p.tag == tag && p.bytes == n && std::memcmp(p.raw, bytes, n) == 0) return p;
-    prepare(bytes, fmt, srca, ph, transpose, fp32_acc, p);
+    prepare(bytes, fmt, srca, ph, transpose, src, p);
     std::memcpy(p.raw, bytes, n);
     p.tag = tag;
     p.bytes = n;
@@ -158,8 +159,9 @@ void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t
     if (!sim().protocol_only) {
         const Core& core = *cur().core;
         const uint32_t ph = c.fidelity_phases;
-        const Prepared& a = operand(tiles.x, core.cbs[in0].fmt, false, ph, false, c.fp32_acc);
-        const Prepared& b = operand(tiles.y, core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, c.fp32_acc);
+        const uint32_t src = (c.fp32_acc ? 1u : 0u) | (c.fp16_src ? 2u : 0u);
+        const Prepared& a = operand(tiles.x, core.cbs[in0].fmt, false, ph, false, src);
+        const Prepared& b = operand(tiles.y, core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, src);
         // accumulates into DST; an undefined (acquired, unwritten) tile reads as 0, the storage's value
         (kHasAvx2 ? product_avx2 : product_generic)(a, b, tiles.out, ph == 3);
         after_math(c, tiles.out);

@@ -1,5 +1,6 @@
 // tt-sim: data formats and numerics: tile sizes, fp32 <-> bf16/fp16 conversion, unpack, pack (the packer's
-// rounding), DST rounding (16-bit DST: round to nearest even). UInt8 tiles unpack to / pack from DST integers.
+// rounding; Float16 CBs of an fp32-accumulating kernel pack through BF16), DST rounding (16-bit DST: round to nearest
+// even), the unpacker's FP32 -> FP16. UInt8 tiles unpack to / pack from DST integers.
 
 #include <cstring>
 
@@ -91,6 +92,27 @@ inline uint16_t float_to_half(float f) {
     return static_cast<uint16_t>(half);
 }
 
+// The packer's FP32 DST -> Float16 CB with fp32 accumulation (TT_KERNEL_PATTERNS.md 5b): the 0.81 library picks
+// Float16_b as the pack source format of a Float16 CB when fp32_dest_acc_en is on, and the LLK sets Round_10b_mant
+// only when that format is Float16 (tt-llk tt_llk_wormhole_b0/common/inc/cpack_common.h: `if (is_fp32_dest_acc_en &&
+// pack_src_format == Float16) Round_10b_mant = 1`). So the early conversion rounds FP32 to BF16 (nearest, ties away
+// from zero; denormals flush, -0 -> +0, NaN -> Inf) and the late conversion widens BF16 to FP16 (tt-isa-documentation
+// WormholeB0/TensixTile/TensixCoprocessor/Packers/FormatConversion.md: "saturate if there is narrowing of exponent";
+// inputs below 2^-14 are flushed or mishandled, tt-sim flushes them; NaN/Inf become FP16's infinity): 8 significant
+// bits, not fp16's 11.
+inline uint16_t float_to_half_via_bf16_packer(float f) {
+    const uint16_t b = float_to_bf16_packer(f);
+    const uint32_t u = static_cast<uint32_t>(b) << 16;
+    const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+    const int32_t exp = static_cast<int32_t>((u >> 23) & 0xff);
+    if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u);         // Inf (the packer made NaN Inf)
+    if (exp == 0) return 0;                                                // +-0 (denormals flushed: +0)
+    const int32_t e16 = exp - 127 + 15;
+    if (e16 < 1) return 0;                                                 // below FP16's normal range: flushed
+    if (e16 > 31) return static_cast<uint16_t>(sign | 0x7fffu);             // saturated (exponent 31 is finite)
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(e16) << 10 | ((u >> 13) & 0x3ffu));
+}
+
 inline float round_to(float v, uint8_t fmt) {
     switch (fmt) {
         case kFloat16_b: return bf16_to_float(float_to_bf16(v));
@@ -117,7 +139,30 @@ void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
     }
 }
 
-void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst) {
+float fp32_to_fp16_src(float v) {
+    // The unpacker's FP32 -> FP16 into SrcA/SrcB (UNPACR_Regular.md's FP32ToFP16, not spelled out there): tt-sim
+    // truncates the mantissa to 10 bits as the TF32 and BF16 paths do (`DatumBits >> 13`, `>> 16`), saturates at
+    // FP16's largest value (the FPU reads exponent 31 as finite: (2 - 2^-10) * 2^16) and flushes values below FP16's
+    // normal range (the FPU reads FP16 denormals as 0; FloatBitPatterns.md).
+    const uint32_t u = f2u(v);
+    const uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
+    if (mag >= 0x7f800000u) return u2f(sign | 0x47ffe000u);                // Inf / NaN: saturated
+    if (mag < 0x38800000u) return u2f(sign);                               // |v| < 2^-14: 0
+    if (mag > 0x47ffe000u) return u2f(sign | 0x47ffe000u);                 // above (2 - 2^-10) * 2^16: saturated
+    return u2f(u & 0xffffe000u);                                           // 10 mantissa bits, truncated
+}
+
+void round_packed(float* tile, uint8_t fmt, bool fp32_acc) {
+    if (fmt == kFloat16_b) {
+        for (uint32_t i = 0; i < kTileElems; ++i) tile[i] = bf16_to_float(float_to_bf16_packer(tile[i]));
+    } else if (fmt == kFloat16 && fp32_acc) {
+        for (uint32_t i = 0; i < kTileElems; ++i) tile[i] = half_to_float(float_to_half_via_bf16_packer(tile[i]));
+    } else {
+        round_tile(tile, fmt);
+    }
+}
+
+void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst, bool fp32_acc) {
     if (bfp::is_bfp(fmt)) {
         bfp::pack_bfp_tile(in, fmt, dst);      // the packer's E8M6 + shared-exponent rounding (blockfloat.cpp)
     } else if (fmt == kFloat32) {
@@ -127,7 +172,10 @@ void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst) {
     } else if (fmt == kFloat16_b) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_bf16_packer(in[i]);
-    } else {
+    } else if (fp32_acc) {   // Float16 from an fp32 DST: through BF16 (above)
+        uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+        for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_half_via_bf16_packer(in[i]);
+    } else {                 // Float16 from a 16-bit (FP16) DST
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_half(in[i]);
     }

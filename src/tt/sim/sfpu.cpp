@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 
 #include "compute_internal.hpp"
 
@@ -231,6 +232,90 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
         if (from_int && out_fmt == kFloat16_b) round_tile(t, kFloat16_b);   // FP32_TO_FP16B (a no-op on 0..255)
     }
     wrote(c, dst, !from_int);
+    cur().core->counters.tile_ops++;
+}
+
+// ---- the SFPU reduce (compute_kernel_api.h sfpu_reduce / sfpu_reduce_init; ckernel_sfpu_reduce.h of 0.81.1) ------
+namespace {
+
+const char* sfpu_pool_name(uint8_t pool) {
+    static const char* const names[] = {"PoolType::SUM", "PoolType::AVG", "PoolType::MAX", "PoolType::MIN"};
+    return pool < 4 ? names[pool] : "PoolType::?";
+}
+
+// 32 values folded as the SFPU's lane reduction does: a pairwise tree (v[i] + v[i + 16], then + 8, + 4, + 2, + 1),
+// each add an fp32 add (SFPADD). ckernel_sfpu_reduce.h adds the upper and lower faces, tree-reduces the loaded
+// registers and rotates the 8 lanes together by 4, 2 and 1; tt-sim keeps that shape of a 5-level tree, not the exact
+// pairing of every lane.
+float tree_fold(float* v, uint8_t pool) {
+    for (uint32_t half = 16; half >= 1; half /= 2) {
+        for (uint32_t i = 0; i < half; ++i) {
+            const float a = v[i], b = v[i + half];
+            v[i] = pool == 2 ? (a >= b ? a : b) : pool == 3 ? (a <= b ? a : b) : a + b;
+        }
+    }
+    return v[0];
+}
+
+}  // namespace
+
+void sfpu_reduce_init(uint8_t pool, uint8_t fmt, uint32_t line) {
+    ComputeState& c = cs(line);
+    op_init(Init::Sfpu, 0, 0, 0, "sfpu_reduce_init", line);
+    c.sfpu_reduce_pool = pool;
+    c.sfpu_reduce_fmt = fmt;
+}
+
+void sfpu_reduce(uint8_t pool, ReduceAxis axis, uint8_t fmt, uint32_t dst, uint32_t ct, uint32_t rt, uint32_t line) {
+    ComputeState& c = cs(line);
+    const char* op = "sfpu_reduce";
+    require_math(c, line, op);
+    if (c.sfpu_reduce_pool != pool || c.sfpu_reduce_fmt != fmt) {
+        kernel_error(line, format("sfpu_reduce<%s, %s> without sfpu_reduce_init<%s, %s> since the last SFPU init (the "
+                                  "init records the SFPU's replay buffer and constants for that pool and format; "
+                                  "other SFPU inits reprogram them)", sfpu_pool_name(pool), fmt_name(fmt),
+                                  sfpu_pool_name(pool), fmt_name(fmt)));
+    }
+    if (fmt == kFloat32 && !c.fp32_acc) {
+        kernel_error(line, "sfpu_reduce<..., DataFormat::Float32> with fp32_dest_acc_en off: DST holds 16-bit values; "
+                           "Float32 data needs ComputeConfig.fp32_dest_acc_en");
+    }
+    if (axis == ReduceAxis::Scalar) kernel_error(line, "sfpu_reduce: REDUCE_SCALAR is not an SFPU reduce dimension");
+    if (axis == ReduceAxis::Col && (ct != 1 || rt != 1)) {
+        kernel_error(line, format("sfpu_reduce<REDUCE_COL> with ct_dim %u, rt_dim %u: the column reduce works on one "
+                                  "tile (ct_dim = rt_dim = 1)", ct, rt));
+    }
+    if (ct == 0 || rt == 0) kernel_error(line, "sfpu_reduce with ct_dim or rt_dim 0");
+    for (uint32_t i = 0; i < ct * rt; ++i) sfpu_read(c, dst + i, line, op);
+    if (!sim().protocol_only) {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        const bool avg = pool == 1;
+        float v[32];
+        for (uint32_t tr = 0; tr < rt; ++tr) {
+            float* first = dst_tile(c, dst + tr * ct, line, op);
+            float result[32];
+            for (uint32_t k = 0; k < 32; ++k) {   // ROW: row k's value; COL: column k's
+                float acc = 0.0f;
+                for (uint32_t tc = 0; tc < ct; ++tc) {   // per tile, then across the tiles of the row (in order)
+                    const float* t = dst_tile(c, dst + tr * ct + tc, line, op);
+                    for (uint32_t j = 0; j < 32; ++j) {
+                        v[j] = axis == ReduceAxis::Row ? t[face_index(k, j)] : t[face_index(j, k)];
+                    }
+                    const float part = tree_fold(v, pool);
+                    acc = tc == 0 ? part : pool == 2 ? std::max(acc, part) : pool == 3 ? std::min(acc, part) : acc + part;
+                }
+                result[k] = avg ? acc * (1.0f / static_cast<float>(32 * (axis == ReduceAxis::Row ? ct : 1))) : acc;
+            }
+            // the SFPU stores partial results over the rest of the tiles it reads; tt-sim makes them NaN
+            for (uint32_t tc = 0; tc < ct; ++tc) {
+                float* t = dst_tile(c, dst + tr * ct + tc, line, op);
+                std::fill(t, t + kTileElems, nan);
+            }
+            for (uint32_t k = 0; k < 32; ++k) first[axis == ReduceAxis::Row ? face_index(k, 0) : face_index(0, k)] = result[k];
+            after_math(c, first);
+        }
+    }
+    for (uint32_t i = 0; i < ct * rt; ++i) wrote(c, dst + i);
     cur().core->counters.tile_ops++;
 }
 

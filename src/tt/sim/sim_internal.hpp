@@ -70,11 +70,16 @@ inline uint32_t f2u(float f) {
     return u;
 }
 void unpack_tile(const uint8_t* src, uint8_t fmt, float* out);
-void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst);
+void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst, bool fp32_acc = false);
+// The value pack_tile_bytes(fmt, fp32_acc) stores, as a float (packer L1 accumulation adds it to the L1 datum)
+void round_packed(float* tile, uint8_t fmt, bool fp32_acc);
 void round_tile(float* tile, uint8_t fmt);   // round every element to `fmt` (no-op for Float32)
 // What the FPU computes with (fidelity.cpp): a Float32 CB's data narrowed into SrcA/SrcB (TF32 with fp32 DST
-// accumulation, BF16 without), the phases a MathFidelity value runs, and one product as the phases sum it.
-void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc);
+// accumulation, BF16 without; FP16 when the program has a Float16 CB, `fp16_src`), the phases a MathFidelity value
+// runs, and one product as the phases sum it.
+void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc, bool fp16_src = false);
+// FP32 -> FP16 as the unpacker writes SrcA/SrcB (numerics.cpp): the FP16 value as a float
+float fp32_to_fp16_src(float v);
 uint32_t fidelity_phases(int math_fidelity);
 float fidelity_mul(float a, float b, uint32_t phases);
 // matmul_tiles' operand (a 32x32 tile, face layout, already in SrcA/SrcB) as the phases use it, row-major:
@@ -224,6 +229,13 @@ struct ComputeState {
     bool l1_acc = false;
     // matmul_block_init's (ct, rt, kt); all 0 when the last matmul init was matmul_init
     uint32_t mm_ct = 0, mm_rt = 0, mm_kt = 0;
+    // sfpu_reduce_init<pool, format> configured the SFPU (its replay buffer and constants) for that pool and format;
+    // -1 when no init, or another SFPU init ran since (it reprograms the SFPU)
+    int sfpu_reduce_pool = -1;
+    uint8_t sfpu_reduce_fmt = 0;
+    // The program has a Float16 CB on this core: the 0.81 library then unpacks Float32 CBs to FP16, not TF32
+    // (TT_KERNEL_PATTERNS.md 5b; set at compute_kernel_hw_startup)
+    bool fp16_src = false;
 };
 
 struct Task {

@@ -215,6 +215,35 @@ inline void reduce_block(uint32_t icb, uint32_t icb_scaler, uint32_t start_itile
     }
 }
 
+// ---- SFPU reduce (compute_kernel_api.h, 0.81.1: sfpu_reduce / sfpu_reduce_init) ---------------------------
+// The data is in DST already (copy_tile); the SFPU reduces it in fp32 (Float32 data needs fp32_dest_acc_en):
+// REDUCE_ROW: each row of the ct_dim x rt_dim block of tiles at idst into column 0 of the first tile of its tile
+// row (SUM, AVG, MAX, MIN); REDUCE_COL (one tile): each column into row 0. The other positions of those tiles hold
+// the SFPU's partial results on hardware: tt-sim writes NaN there, so a kernel that reads them shows it.
+template <PoolType pool_type, DataFormat format, ReduceDim reduce_dim = ReduceDim::REDUCE_COL,
+          bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
+inline void sfpu_reduce(uint32_t idst, uint32_t ct_dim = 1, uint32_t rt_dim = 1, TT_SIM_LINE) {
+    static_assert(reduce_dim == ReduceDim::REDUCE_COL ||
+                      (reduce_dim == ReduceDim::REDUCE_ROW &&
+                       (pool_type == PoolType::SUM || pool_type == PoolType::MAX || pool_type == PoolType::MIN)),
+                  "Only column reduction (REDUCE_COL) is supported for all pool types; row reduction (REDUCE_ROW) is "
+                  "only supported for SUM, MAX and MIN");
+    static_assert(format == DataFormat::Float32 || format == DataFormat::Int32 || format == DataFormat::UInt32 ||
+                      format == DataFormat::UInt16 || format == DataFormat::Float16_b,
+                  "Unsupported data format. Supported formats: Float32, Int32, UInt32, UInt16, Float16_b");
+    static_assert(format == DataFormat::Float32 || format == DataFormat::Float16_b,
+                  "tt-sim: sfpu_reduce is emulated for Float32 and Float16_b data");
+    tt_sim::sfpu_reduce(static_cast<uint8_t>(pool_type), tt_sim::kapi::axis<reduce_dim>(), static_cast<uint8_t>(format),
+                        idst, ct_dim, rt_dim, line);
+}
+template <PoolType pool_type, DataFormat format, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
+inline void sfpu_reduce_init(TT_SIM_LINE) {
+    static_assert(format == DataFormat::Float32 || format == DataFormat::Int32 || format == DataFormat::UInt32 ||
+                      format == DataFormat::UInt16 || format == DataFormat::Float16_b,
+                  "Unsupported data format. Supported formats: Float32, Int32, UInt32, UInt16, Float16_b");
+    tt_sim::sfpu_reduce_init(static_cast<uint8_t>(pool_type), static_cast<uint8_t>(format), line);
+}
+
 // ---- broadcast (bcast.h): B (icb1) broadcast over A; ROW: b[0][c], COL: b[r][0], SCALAR: b[0][0] -------------
 #define TT_SIM_BCAST_INIT(name, kind)                                                                       \
     inline void name(uint32_t icb0, uint32_t icb1, uint32_t call_line = __builtin_LINE()) {                 \

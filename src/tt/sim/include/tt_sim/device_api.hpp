@@ -115,6 +115,11 @@ void reduce_init(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_sc
 void reduce_tile(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_scaler, uint32_t itile,
                  uint32_t itile_scaler, uint32_t dst, uint32_t line);
 void reduce_uninit(uint32_t line);
+// The SFPU reduce (compute_kernel_api.h sfpu_reduce / sfpu_reduce_init, ckernel_sfpu_reduce.h): in place on DST in
+// fp32. `pool` 0 SUM, 1 AVG, 2 MAX, 3 MIN (PoolType); `fmt` the tt::DataFormat of the data; ROW reduces each row
+// of a ct x rt block of DST tiles into column 0 of the first tile of its tile row, COL (one tile) into row 0.
+void sfpu_reduce_init(uint8_t pool, uint8_t fmt, uint32_t line);
+void sfpu_reduce(uint8_t pool, ReduceAxis axis, uint8_t fmt, uint32_t dst, uint32_t ct, uint32_t rt, uint32_t line);
 enum class BcastDim : uint8_t { None, Col, Row, Scalar };   // BroadcastType's values
 void bcast_tiles(Binary op, BcastDim dim, uint32_t icb0, uint32_t icb1, uint32_t itile0, uint32_t itile1, uint32_t dst,
                  uint32_t bcast_row_idx, uint32_t line);

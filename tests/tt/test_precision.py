@@ -1,0 +1,314 @@
+"""The precision contract (docs/usage.md "Precision"): float32 kernels compute in float32 by default, TF32 is an opt-in
+reported in the plan and ``kernel.report``, and tt-sim rounds fp16 as the card does.
+
+* float32 reductions take the SFPU path (copy_tile with UnpackToDestFp32, fp32 SFPU folds, ``sfpu_reduce``): a sum
+  of n values whose adds form a tree of depth d is within d * 2^-24 * sum|x| of the float64 sum (each fp32 add
+  rounds once, relative 2^-24); max / min / abs-max are exact. Before, the FPU reduce read the data as TF32: rows
+  of values near 1000 came back 2.6e-4 off.
+* ``allow_tf32`` (``T.annotate_tt_compute`` or ``-allow_tf32=true``) puts float32 reductions and elementwise ops on
+  the FPU: each operand truncated to TF32 (the low 13 mantissa bits dropped: relative error < 2^-10,
+  TT_KERNEL_PATTERNS.md 5.1), so a sum is within 2^-10 * sum|x| (plus the fp32 adds).
+* The packer's FP32 -> Float16 with fp32 accumulation goes through BF16 (TT_KERNEL_PATTERNS.md 5b: the 0.81 library
+  picks Float16_b as the pack source format of a Float16 CB, and tt-llk's cpack_common.h sets Round_10b_mant only
+  when that format is Float16): round to BF16, nearest with ties away from zero, then widen to FP16
+  (tt-isa-documentation Packers/FormatConversion.md). A Float32 CB in a program with a Float16 CB reaches SrcA/SrcB as
+  FP16 (the library's unpack format selection), not TF32: 10 mantissa bits, truncated as every FP32 -> Src conversion
+  is (UNPACR_Regular.md). The references below are written from those texts in NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+from tests.tt import test_numerics as N
+from tests.tt.test_everyday import COMBINE, TORCH_REDUCE, reduce_kernel
+from tilelang_tt import emulator
+
+U = 2.0 ** -24          # fp32 unit roundoff
+TF32 = 2.0 ** -10       # TF32 truncation, relative
+
+
+# ---- generated kernels -----------------------------------------------------------------------------------------
+# test_everyday's reduce_kernel(kind, dim, clear, M, N): T.reduce_<kind> of each (32, N) block of A along dim into
+# R, clear=False folding into Init
+REF = TORCH_REDUCE
+
+
+def run_reduce(kind, dim, clear=True, a=None, target="tt", M=64, N=256):
+    a = a if a is not None else 1000.0 + torch.rand(M, N, dtype=torch.float64).float()
+    n = 32 if dim == 1 else N
+    init, r = torch.randn(M // 32 * n), torch.empty(M // 32 * n)
+    kernel = tilelang.compile(reduce_kernel(kind, dim, clear, M, N), target=target)
+    kernel(a, init, r)
+    blocks = a.double().view(M // 32, 32, N)
+    ref = REF[kind](blocks, 2 if dim == 1 else 1).reshape(-1)
+    mag = blocks.abs().sum(2 if dim == 1 else 1).reshape(-1)
+    if not clear:
+        ref = COMBINE[kind](ref, init.double())
+        mag = mag + init.double().abs()
+    return kernel, r.double(), ref, mag
+
+
+def sum_depth(inner_tiles: int, clear: bool) -> int:
+    """The adds on the longest path of the exact path's sum: the tiles folded one after another (inner - 1), the
+    32 values of a row / column in a 5-level tree, the previous value (clear=False)."""
+    return inner_tiles - 1 + 5 + (0 if clear else 1)
+
+
+def test_fp32_row_sum_near_1000_is_float32():
+    """The issue's kernel: rows of values near 1000, summed in float32 (2.6e-4 relative off through TF32 before)."""
+    torch.manual_seed(0)
+    kernel, r, ref, mag = run_reduce("sum", 1)
+    bound = sum_depth(256 // 32, True) * U * mag
+    err = (r - ref).abs()
+    assert (err <= bound).all(), (err / mag).max().item()
+    assert (err / mag).max().item() < 1e-6
+    assert kernel.plan["precision"]["ops"]["reduce"] == "fp32"
+    source = kernel.get_kernel_source()
+    assert "sfpu_reduce<PoolType::SUM, DataFormat::Float32, ReduceDim::REDUCE_ROW>" in source
+    assert "reduce_tile" not in source and not any(cb["name"] == "reduce_scaler" for cb in kernel.plan["cbs"])
+
+
+CASES = [(k, d, c) for k in sorted(REF) for d in (1, 0) for c in (True, False) if c or k in COMBINE]
+
+
+@pytest.mark.parametrize("kind,dim,clear", CASES)
+def test_fp32_reductions_within_fp32_bounds(kind, dim, clear):
+    torch.manual_seed(1)
+    a = torch.randn(64, 96) * 100.0 - 30.0       # mixed signs: a max / min starting from 0 would be wrong
+    _, r, ref, mag = run_reduce(kind, dim, clear, a=a, N=96)
+    err = (r - ref).abs()
+    if "sum" in kind:
+        inner = 96 // 32 if dim == 1 else 1
+        assert (err <= sum_depth(inner, clear) * U * mag).all(), (err / mag).max().item()
+    else:       # max / min / abs-max pick one of the fp32 values: exact
+        assert (err == 0).all(), err.max().item()
+
+
+def test_allow_tf32_is_reported_and_within_the_tf32_bound():
+    torch.manual_seed(0)
+    kernel, r, ref, mag = run_reduce("sum", 1, target="tt -allow_tf32=true")
+    source = "target option"
+    precision = kernel.plan["precision"]
+    assert precision["allow_tf32"] is True and precision["allow_tf32_source"] == source
+    assert precision["ops"]["reduce"] == "tf32" and precision["float32_operands"] == "tf32"
+    assert kernel.report["precision"] == precision
+    err = (r - ref).abs()
+    # each datum truncated to TF32 (< 2^-10 relative), the products with the scaler exact at HiFi4, fp32 sums
+    assert (err <= (TF32 + 64 * U) * mag).all(), (err / mag).max().item()
+    assert (err / mag).max().item() > 1e-5     # the TF32 path really ran: far beyond the fp32 bound
+
+
+def test_default_precision_is_reported():
+    kernel, *_ = run_reduce("max", 0)
+    precision = kernel.plan["precision"]
+    assert precision["allow_tf32"] is False and precision["allow_tf32_source"].startswith("default")
+    assert precision["ops"] == {"eltwise": "fp32", "reduce": "fp32"}
+    assert kernel.report["precision"] == precision
+
+
+def mul_kernel(M=64, N=64, allow_tf32=None):
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // 32, M // 32, threads=128) as (bx, by):
+            if allow_tf32 is not None:
+                T.annotate_tt_compute(allow_tf32=allow_tf32)
+            a = T.alloc_shared((32, 32), "float32")
+            b = T.alloc_shared((32, 32), "float32")
+            c = T.alloc_fragment((32, 32), "float32")
+            T.copy(A[by * 32, bx * 32], a)
+            T.copy(B[by * 32, bx * 32], b)
+            for i, j in T.Parallel(32, 32):
+                c[i, j] = a[i, j] * b[i, j]
+            T.copy(c, C[by * 32, bx * 32])
+
+    return k
+
+
+@pytest.mark.parametrize("allow_tf32", [None, True])
+def test_fp32_elementwise_exact_by_default_tf32_on_request(allow_tf32):
+    torch.manual_seed(4)
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    kernel = tilelang.compile(mul_kernel(allow_tf32=allow_tf32), target="tt")
+    kernel(a, b, c)
+    rel = ((c.double() - a.double() * b.double()).abs() / (a.double() * b.double()).abs()).max().item()
+    if allow_tf32:
+        assert kernel.plan["precision"]["ops"]["eltwise"] == "tf32"
+        assert kernel.plan["precision"]["allow_tf32_source"] == "T.annotate_tt_compute"
+        # both operands truncated to TF32; SrcA's last TF32 bit is in no fidelity phase (9 bits), SrcB keeps 10
+        assert 1e-6 < rel <= 2 * TF32 + TF32      # 2^-9 (SrcA) + 2^-10 (SrcB)
+    else:
+        assert kernel.plan["precision"]["ops"]["eltwise"] == "fp32"
+        assert rel <= U                          # one fp32 rounding of the exact product
+
+
+def test_fp32_gemm_is_reported_as_tf32():
+    """T.gemm has no fp32 multiplier on TT (the FPU's SrcA/SrcB hold 19 bits): a float32 GEMM stays TF32 with or
+    without allow_tf32, and the plan says so."""
+    from examples import kernels as K
+
+    kernel = tilelang.compile(K.design_gemm(64, 64, 64, dtype="float32"), target="tt")
+    assert kernel.plan["precision"]["ops"]["matmul"] == "tf32"
+    assert kernel.plan["precision"]["allow_tf32"] is False
+
+
+def test_fp32_reduce_kernel_compiles_against_the_real_sdk():
+    from tilelang_tt.realcheck import check_artifact
+
+    for kind, dim in (("sum", 1), ("min", 0), ("absmax", 1)):
+        kernel = tilelang.compile(reduce_kernel(kind, dim, True, N=64), target="tt")
+        result = check_artifact(kernel.artifact_dir)
+        assert result.ok, result.summary()
+
+
+# ---- hand-written probes: fp16 packing and FP16 in SrcA/SrcB ----------------------------------------------------
+# test_numerics' one-tile artifact (A, B -> C, one op), with a data format per CB (Float16 added).
+def _host() -> str:
+    host = N.HOST
+    edits = [
+        ('return name == "Float32" ? tt::DataFormat::Float32 : tt::DataFormat::Float16_b;',
+         'return name == "Float32" ? tt::DataFormat::Float32 : name == "Float16" ? tt::DataFormat::Float16 '
+         ': tt::DataFormat::Float16_b;'),
+        ('const tt::DataFormat out_fmt = format_of(env("NUM_OUT_FMT", "Float32"));',
+         'const tt::DataFormat out_fmt = format_of(env("NUM_OUT_FMT", "Float32"));\n'
+         '    const tt::DataFormat b_fmt = format_of(env("NUM_B_FMT", "Float32"));\n'
+         '    const uint32_t b_tile = b_fmt == tt::DataFormat::Float32 ? 4096 : 2048;'),
+        ("auto A = make(in_tile), B = make(in_tile), C = make(out_tile);",
+         "auto A = make(in_tile), B = make(b_tile), C = make(out_tile);"),
+        ("CircularBufferConfig(in_tile, {{1, in_fmt}}).set_page_size(1, in_tile)",
+         "CircularBufferConfig(b_tile, {{1, b_fmt}}).set_page_size(1, b_tile)"),
+        ('read_tensor(data_dir + "/B.bin", in_tile)', 'read_tensor(data_dir + "/B.bin", b_tile)'),
+    ]
+    for old, new in edits:
+        assert old in host, old
+        host = host.replace(old, new)
+    return host
+
+
+PAGE = {"Float32": 4096, "Float16_b": 2048, "Float16": 2048}
+TORCH = {"Float32": torch.float32, "Float16_b": torch.bfloat16, "Float16": torch.float16}
+
+
+def _plan(a_fmt, b_fmt, c_fmt, fp32):
+    plan = N._plan("Float32", "Float32", fp32, "HiFi4")
+    for buf, cb, fmt in zip(plan["buffers"], plan["cbs"], (a_fmt, b_fmt, c_fmt)):
+        buf.update(dtype=fmt, format=fmt, page_size=PAGE[fmt], bytes=PAGE[fmt])
+        cb["format"] = fmt
+    return plan
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    root = tmp_path_factory.mktemp("precision")
+    (root / "kernels").mkdir()
+    (root / "host.cpp").write_text(_host())
+    (root / "kernels" / "reader.cpp").write_text(N.READER)
+    (root / "kernels" / "writer.cpp").write_text(N.WRITER)
+    (root / "kernels" / "compute.cpp").write_text(N.COMPUTE)
+    return root
+
+
+def copy_a(probe, monkeypatch, a, *, a_fmt="Float32", b_fmt="Float32", c_fmt="Float32", fp32=True,
+           unpack_to_dest=False):
+    """copy_tile(A) -> pack into C, in a program whose CBs A, B, C have the given formats; returns C."""
+    monkeypatch.setenv("NUM_OP", str(N.OP_COPY))
+    monkeypatch.setenv("NUM_IN_FMT", a_fmt)
+    monkeypatch.setenv("NUM_B_FMT", b_fmt)
+    monkeypatch.setenv("NUM_OUT_FMT", c_fmt)
+    monkeypatch.setenv("NUM_FP32", "1" if fp32 else "0")
+    monkeypatch.setenv("NUM_FIDELITY", "HiFi4")
+    monkeypatch.setenv("NUM_UTD", str(1 << N.CB_A) if unpack_to_dest else "0")
+    c = torch.zeros(32, 32, dtype=TORCH[c_fmt])
+    emulator.run(probe, _plan(a_fmt, b_fmt, c_fmt, fp32),
+                 {0: torch.from_numpy(a).to(TORCH[a_fmt]), 1: torch.zeros(32, 32, dtype=TORCH[b_fmt]), 2: c},
+                 timeout_s=120)
+    return c
+
+
+def fp16_from_bf16_packer(x) -> np.ndarray:
+    """FP32 DST -> Float16 CB with fp32 accumulation, from the sources: the early conversion rounds to BF16 (nearest,
+    ties away from zero; denormals and -0 to +0), the late one widens BF16 to FP16 (exact for FP16's normal range;
+    TT's FP16 keeps exponent 31 finite, so BF16 values up to (2 - 2^-7) * 2^16 saturate at (2 - 2^-10) * 2^16:
+    not tested here, torch reads that pattern as NaN), |x| < 2^-14 flushed (the ISA: flushed or mishandled)."""
+    b = N.packer_bf16(x).astype(np.float64)
+    b[np.abs(b) < 2.0 ** -14] = 0.0
+    return b.astype(np.float16)
+
+
+def tiles_for_fp16_pack():
+    g = np.random.default_rng(7)
+    x = (g.standard_normal((32, 32)) * 4).astype(np.float32)
+    # exact BF16 ties (ties away from zero: RNE would round half of them down), values whose 11-bit fp16 rounding
+    # keeps bits BF16 drops, a value below FP16's normal range and zeros
+    ulp = 2.0 ** -7
+    x[0, :8] = np.float32([1 + ulp / 2, 1 + 3 * ulp / 2, -(1 + ulp / 2), 2 + ulp, 3.0 + 2.0 ** -9, 1.2345678,
+                           -7.654321, 2.0 ** -15])
+    x[1, :3] = [0.0, -0.0, 1000.123]
+    return x
+
+
+def test_fp16_output_packs_through_bf16_with_fp32_accumulation(probe, monkeypatch):
+    x = tiles_for_fp16_pack()
+    c = copy_a(probe, monkeypatch, x, b_fmt="Float16", c_fmt="Float16", unpack_to_dest=True)
+    want = fp16_from_bf16_packer(x)
+    np.testing.assert_array_equal(c.numpy().view(np.uint16), want.view(np.uint16))
+    # 8 significant bits: a real loss against fp16's own rounding
+    assert np.abs(c.numpy().astype(np.float64) - x.astype(np.float16).astype(np.float64)).max() > 0
+
+
+def test_fp16_output_from_a_16_bit_dst_is_fp16(probe, monkeypatch):
+    """Without fp32 accumulation a Float16 CB's data sits in DST as FP16 and packs unchanged."""
+    x = tiles_for_fp16_pack().astype(np.float16)
+    c = copy_a(probe, monkeypatch, x.astype(np.float32), a_fmt="Float16", b_fmt="Float16", c_fmt="Float16",
+               fp32=False)
+    np.testing.assert_array_equal(c.numpy().view(np.uint16), x.view(np.uint16))
+
+
+def fp16_src(x) -> np.ndarray:
+    """FP32 -> FP16 into SrcA/SrcB: 10 mantissa bits kept by truncation (as FP32 -> TF32 / BF16 truncate), values
+    below FP16's normal range read as 0 by the FPU (FloatBitPatterns.md); tested inside the FP16 range."""
+    t = N.from_bits(N.bits(x) & np.uint32(0xFFFFE000)).astype(np.float64)
+    t[np.abs(t) < 2.0 ** -14] = 0.0
+    return t.astype(np.float32)
+
+
+def test_fp32_cb_reaches_src_as_fp16_beside_a_float16_cb(probe, monkeypatch):
+    g = np.random.default_rng(11)
+    x = (g.standard_normal((32, 32)) * 50).astype(np.float32)
+    x[0, 0] = 2.0 ** -16                         # below FP16's normal range: 0 in SrcA
+    fp16 = copy_a(probe, monkeypatch, x, b_fmt="Float16").numpy()
+    np.testing.assert_array_equal(fp16, fp16_src(x))
+    tf32 = copy_a(probe, monkeypatch, x, b_fmt="Float16_b").numpy()     # no Float16 CB: TF32
+    np.testing.assert_array_equal(tf32, N.tf32(x))
+    assert not np.array_equal(fp16, tf32)
+    exact = copy_a(probe, monkeypatch, x, b_fmt="Float16", unpack_to_dest=True).numpy()   # unpack-to-DEST: exact
+    np.testing.assert_array_equal(exact, x)
+
+
+def fp16_cast_kernel(M=64, N=64):
+    """float32 in, float32 fragment, float16 out: the fp16 pack of an fp32-accumulating kernel."""
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // 32, M // 32, threads=128) as (bx, by):
+            a = T.alloc_fragment((32, 32), "float32")
+            c = T.alloc_fragment((32, 32), "float16")
+            T.copy(A[by * 32, bx * 32], a)
+            for i, j in T.Parallel(32, 32):
+                c[i, j] = a[i, j] * 1.0
+            T.copy(c, C[by * 32, bx * 32])
+
+    return k
+
+
+def test_generated_fp16_output_is_reported_and_packed_through_bf16():
+    torch.manual_seed(5)
+    a, c = torch.randn(64, 64) * 8, torch.empty(64, 64, dtype=torch.float16)
+    kernel = tilelang.compile(fp16_cast_kernel(), target="tt")
+    kernel(a, c)
+    assert kernel.plan["precision"].get("float16_pack") == "bf16"
+    want = fp16_from_bf16_packer(a.numpy())
+    np.testing.assert_array_equal(c.numpy().view(np.uint16), want.view(np.uint16))
