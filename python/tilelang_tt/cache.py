@@ -157,7 +157,7 @@ def fingerprint(root: Path, memo: Path) -> str:
 def versions() -> dict:
     import tilelang
 
-    from . import __version__
+    from .version import __version__
 
     return {"tilelang": str(tilelang.__version__), "tilelang_tt": __version__, "tilelang_tt_sources":
             package_fingerprint(), "sdk": SDK_VERSION, "entry_format": ENTRY_FORMAT}

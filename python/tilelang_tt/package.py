@@ -12,7 +12,8 @@ Layout (all integers little-endian)::
                          host.cpp, CMakeLists.txt, tt.program.txt; content_hash is its SHA-256
 
 As Neuron's NEFF does, the header says what the payload is for (arch, versions) without unpacking it, and the
-hashes make any change to either detectable. ``load`` accepts a package or an artifact directory.
+hashes make any change to either detectable. ``read_kernel`` accepts a package or an artifact directory;
+``tilelang_tt.load`` makes a callable kernel of it (this module does not import the runtime, whose kernels export).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def pack(files: dict[str, str], plan: dict, options: dict, out_idx) -> bytes:
     """The package bytes of an artifact (``files``: relative path -> text)."""
     import tilelang
 
-    from . import __version__, plan as plan_mod
+    from . import plan as plan_mod
+    from .version import __version__
     from .cache import SDK_VERSION
 
     payload = _tar(files)
@@ -259,19 +261,10 @@ def params_from_plan(plan: dict) -> list:
     return params
 
 
-def load(path, out_idx=None):
-    """A callable kernel from a package file or an artifact directory, without the TileLang source.
-
-    ``out_idx`` defaults to the one the kernel was exported with (none for a directory: pass every tensor).
-    Calls run on tt-sim here, or on a Tenstorrent device where one is present (as for compiled kernels)."""
-    from tilelang.backend.module import create_backend_context
-
+def read_kernel(path) -> tuple[dict | None, dict[str, str], dict]:
+    """(header or None, files, the validated plan) of a package file or an artifact directory."""
     from . import plan as plan_mod
-    from ._tilelang_hooks import EXECUTION_BACKEND
-    from .codegen import Artifact
     from .errors import TTPlanError
-    from .runtime import kernel_from_files
-    from .target import make_options, make_tt_target
 
     header, files = read_artifact(path)
     try:
@@ -280,17 +273,13 @@ def load(path, out_idx=None):
     except (ValueError, TTPlanError) as err:
         raise TTPackageError(f"{path}: tt.plan.json is unusable: {err}", construct=_CONSTRUCT,
                              fix="re-export the kernel") from None
+    return header, files, plan
+
+
+def kernel_options(header: dict | None, plan: dict) -> tuple[dict, list]:
+    """(target options, default out_idx) a loaded kernel runs with: the exported ones, or the plan's for a
+    directory (no out_idx: pass every tensor)."""
     if header is not None:
-        options, default_out = dict(header["options"]), header["out_idx"]
-    else:
-        options = {"arch": plan["device"]["arch"], "max_cores": plan["device"]["max_cores"],
-                   "math_fidelity": plan["math_fidelity"]}
-        default_out = []
-    target = make_tt_target(make_options(**options))
-    context = create_backend_context(target, None, EXECUTION_BACKEND)
-    source = Artifact(plan["kernel"], files, plan).source()
-    out = list(default_out) if out_idx is None else out_idx
-    kernel = kernel_from_files(plan["kernel"], files, source, None, out, backend_context=context,
-                               params=params_from_plan(plan))
-    kernel.package_header = header
-    return kernel
+        return dict(header["options"]), header["out_idx"]
+    return {"arch": plan["device"]["arch"], "max_cores": plan["device"]["max_cores"],
+            "math_fidelity": plan["math_fidelity"]}, []
