@@ -282,6 +282,7 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
         body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag},
         scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)),
         index_tiles=any(c.op == "generate_index_tile" for c in calls(body)),
+        index_reads=any(c.op == "read_index" for c in calls(body)), gathers=any(c.op == "gather_row" for c in calls(body)),
         mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
 
 

@@ -203,7 +203,8 @@ def untilize(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 POISON_ENV = "TILELANG_TT_POISON_PADDING"
-_POISON = {"Float32": np.float32(np.nan), "Float16": np.float16(np.nan), "Float16_b": np.uint16(0x7FC0)}
+_POISON = {"Float32": np.float32(np.nan), "Float16": np.float16(np.nan), "Float16_b": np.uint16(0x7FC0),
+           "Int32": np.int32(0x7FC00000)}   # an index far past any tensor: a read of it must not happen
 
 
 def pad_to(array: np.ndarray, padded_shape: tuple[int, ...], fmt: str) -> np.ndarray:

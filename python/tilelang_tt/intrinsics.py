@@ -73,6 +73,11 @@ class TTOps:
     index_load = _register("index_load", 4)
     # index_value(cb, col): the element read_index left in ``cb``'s reserved page (an expression of the kernel)
     index_value = _register("index_value", 2)
+    # gather_rows(cb, tensor_index, index_tensor_index, pos_row, pos_col, step_row, step_col, rows, col_tile, cols,
+    # count, index_cb, scratch_cb): row i of the block (rows x cols tiles from tile column col_tile) is the tensor row named by
+    # element (pos_row + i * step_row, pos_col + i * step_col) of the int32 index tensor; positions at or past
+    # ``count`` along the gathered axis read no row (zeros)
+    gather_rows = _register("gather_rows", 14)
 
 
 if _FIRST_LOAD:
@@ -189,6 +194,10 @@ CALLS: dict[str, CallSpec] = {
     # Indices from tensors: the 16-element face row holding element ({2}, {3}) of an int32 tensor, read into the
     # reserved page of the index CB {0}; after the read barrier, TTOps.index_value reads the element from L1.
     "read_index": CallSpec("read_index({0}, {1}, {1}_grid, {2}, {3})", "noc"),
+    # Row gathers: row {1} of the block at the back of CB {0} is row {3} (tile columns [{4}, {4} + {5})) of tensor
+    # {2}, each face-row segment read as its 64-byte aligned chunk into the reserved page of the scratch CB {6} (the
+    # tensor's format) and moved within L1; {7} = 0 zero-fills the row instead (a position past the index tensor).
+    "gather_row": CallSpec("gather_row({0}, {1}, {2}, {2}_grid, {3}, {4}, {5}, {6}, {7})", "noc"),
     # TTMulticastReuse: the group's sender reads the block and multicasts it, the others receive it ({6}: the
     # group, a McastGroup of templates/dataflow.cpp.j2); the semaphore handshake is inside the helper.
     "read_tiles_mcast": CallSpec("read_tiles_mcast({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6})", "noc"),

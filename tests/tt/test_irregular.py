@@ -183,3 +183,45 @@ def test_index_tensor_in_compute_is_refused():
     with pytest.raises(TTUnsupportedError, match=r"(?s)moves a block of int32 tensor Idx into a tile buffer.*int32 tensors are index tensors: use their "
                                                   r"elements in T.copy offsets"):
         tilelang.compile(k, target="tt")
+
+
+def embedding(V, D, T_, bm, dtype):
+    @T.prim_func
+    def embed(W: T.Tensor((V, D), dtype), Ids: T.Tensor((T_,), "int32"), Out: T.Tensor((T_, D), dtype)):
+        with T.Kernel(T.ceildiv(T_, bm), threads=128) as by:
+            for i, j in T.Parallel(bm, D):
+                Out[by * bm + i, j] = W[Ids[by * bm + i], j]
+    return embed
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_embedding_gather(arch, dtype, monkeypatch):
+    """``W[Ids[by * bm + i], j]`` in a T.Parallel: the reader copies each named row (face-row segments through an
+    aligned scratch chunk: odd rows sit 32 bytes off Blackhole's 64-byte DRAM alignment); positions past the 70 ids
+    read no row. The padding of every tensor is poisoned: nothing may leak."""
+    monkeypatch.setenv("TILELANG_TT_POISON_PADDING", "1")
+    V, D, T_ = 100, 96, 70
+    kernel = tilelang.compile(embedding(V, D, T_, 32, dtype), target={"kind": "tt", "arch": arch})
+    w = torch.randn(V, D).to(getattr(torch, dtype))
+    ids = torch.randint(0, V, (T_,), dtype=torch.int32)
+    out = torch.empty(T_, D, dtype=w.dtype)
+    kernel(w, ids, out)
+    assert torch.equal(out, w[ids.long()])
+
+
+def test_gathered_scale_feeds_compute():
+    """A gathered row block used in arithmetic beside a plain block: y = x * W[Ids[i], j]."""
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), "float32"), W: T.Tensor((10, 64), "float32"), Ids: T.Tensor((64,), "int32"),
+          Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, threads=128) as by:
+            for i, j in T.Parallel(32, 64):
+                Y[by * 32 + i, j] = X[by * 32 + i, j] * W[Ids[by * 32 + i], j]
+
+    kernel = tilelang.compile(k, target="tt")
+    x, w = torch.randn(64, 64), torch.randn(10, 64)
+    ids = torch.randint(0, 10, (64,), dtype=torch.int32)
+    y = torch.empty_like(x)
+    kernel(x, w, ids, y)
+    assert torch.equal(y, x * w[ids.long()])

@@ -42,7 +42,7 @@ from ..names import NameSupply, generated
 from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg
 from .common import TileOps, describe, tile_op_call
 
-_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce")
+_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows")
 SCALER = "reduce_scaler"     # the CB of the reduce scaler tile (TensorizeTT adds it; the reader fills it once)
 _BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}
 
@@ -323,6 +323,36 @@ class LowerToProgram:
         if window == (0, 32, 0, 32):
             return where, op
         return where + window, op + "_window"
+
+    def op_gather_rows(self, args, note) -> dict:
+        """Row ``i`` of the block: the index element (``read_index`` .. ``index_value``, as ``index_reads``), then
+        ``gather_row`` copies that tensor row (zeros past the index tensor) through the reserved page of the
+        gather's scratch CB (the tensor's format), which the reader pushes and pops itself once the block is read."""
+        name = self.cb_name(args[0])
+        n = self.cbs[name]["block_tiles"]
+        cb, idx_cb, scratch = CB(name), CB(str(args[11].value)), CB(str(args[12].value))
+        tensor, index = Tensor(self.tensor_names[int(args[1])]), Tensor(self.tensor_names[int(args[2])])
+        pos = [self.expr(a) for a in args[3:5]]
+        step = [int(a) for a in args[5:7]]
+        rows, col, cols, count = int(args[7]), self.expr(args[8]), int(args[9]), int(args[10])
+
+        def row(i):
+            r, c = pos[0] + i * step[0], pos[1] + i * step[1]
+            var = tirx.Var(self.names.fresh(f"{index.name}_value"), "int32")
+            valid = (r if step[0] else c) < count
+            return [Call("cb_reserve_back", (idx_cb, 1), note), Call("read_index", (idx_cb, index, r, c), note),
+                    Call("noc_async_read_barrier", (), note),
+                    Let(var, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(idx_cb.name), c])),
+                    Call("gather_row", (cb, i, tensor, var, col, cols, scratch, valid), note),
+                    Call("cb_push_back", (idx_cb, 1), note), Call("cb_wait_front", (idx_cb, 1), note),
+                    Call("cb_pop_front", (idx_cb, 1), note)]
+
+        out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call("cb_reserve_back", (scratch, 1), note),
+                          *loop("row", rows, row), Call("noc_async_read_barrier", (), note),
+                          Call("cb_push_back", (scratch, 1), note), Call("cb_wait_front", (scratch, 1), note),
+                          Call("cb_pop_front", (scratch, 1), note), Call("cb_push_back", (cb, n), note)]}
+        out["compute"] = [Call("consume", (cb, n), note)]
+        return out
 
     def op_write_block(self, args, note) -> dict:
         name = self.cb_name(args[0])

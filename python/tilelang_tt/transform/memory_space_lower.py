@@ -289,16 +289,30 @@ class _Lowerer(ParallelLower):
             if len(node.indices) != 2:
                 raise TTLoweringError(f"index tensor {tensor.name} has {len(node.indices)} indices after "
                                       "TilePadTT", construct=what, source=self.src)
-            name = f"{tensor.name}_idx" + ("" if role == "reader" else "_w")
-            if name not in self.cbs:
-                buf = tirx.decl_buffer((TILE, TILE), "int32", name, scope=SCOPE_SHARED)
-                self.cbs[name] = CBInfo(buf, producer={role}, consumer={role}, stages=1)
-                self.cb_formats[name] = INDEX_FORMATS[str(tensor.dtype)]
+            name = self.index_cb(tensor, role)
             return tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
                                                          *node.indices, tirx.StringImm(name)])
 
         mins = tuple(transform(tirx.Evaluate(m), post, ["tirx.BufferLoad"]).value for m in region.mins)
         return Region(region.buffer, mins, region.extents, region.access)
+
+    def index_cb(self, tensor: tirx.Buffer, role: str) -> str:
+        """The ``role`` kernel's index CB for int32 tensor ``tensor`` (Int32, one page; registered once)."""
+        name = f"{tensor.name}_idx" + ("" if role == "reader" else "_w")
+        if name not in self.cbs:
+            buf = tirx.decl_buffer((TILE, TILE), "int32", name, scope=SCOPE_SHARED)
+            self.cbs[name] = CBInfo(buf, producer={role}, consumer={role}, stages=1)
+            self.cb_formats[name] = INDEX_FORMATS[str(tensor.dtype)]
+        return name
+
+    def gather_scratch_cb(self, tensor: tirx.Buffer) -> str:
+        """The reader's scratch CB for row gathers of ``tensor`` (one tile of the tensor's format): aligned chunks
+        land there before they move to their rows."""
+        name = f"{tensor.name}_gather"
+        if name not in self.cbs:
+            buf = tirx.decl_buffer((TILE, TILE), tensor.dtype, name, scope=SCOPE_SHARED)
+            self.cbs[name] = CBInfo(buf, producer={"reader"}, consumer={"reader"}, stages=1)
+        return name
 
     def lower_copy_read(self, src, dst, stages: int, what: str, note: str):
         """``T.copy(tensor window -> tile buffer)``: a ``read_block`` into the buffer's CB."""

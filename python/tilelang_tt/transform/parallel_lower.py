@@ -52,8 +52,84 @@ def fold_constants(expr):
 
 
 
+class GatherRows:
+    """The row offset of a gathered operand ``X[Idx[pos0 + i * step], j]``: row ``i`` of the block is the tensor row
+    element ``pos0 + i * step`` of the int32 index tensor ``index`` (its 2-D view) names."""
+
+    def __init__(self, index: tirx.Buffer, pos0: tuple, step: tuple):
+        self.index, self.pos0, self.step = index, pos0, step
+
+    def __str__(self):
+        return f"gather({self.index.name}, {self.pos0}, {self.step})"
+
+
 class ParallelLower:
     """T.Parallel lowering for ``memory_space_lower._Lowerer``."""
+
+    def gather_index(self, buf, ix, indices, vars_, what):
+        """``(i, GatherRows)`` when the row index ``ix`` of tensor ``buf`` is an element of an int32 index tensor at
+        a position ``offset + i`` along one axis (``Idx[base + i]``), and its column index is plain; else None."""
+        from ..device import INDEX_FORMATS
+
+        load = ix.value if isinstance(ix, tirx.Cast) else ix
+        if not (isinstance(load, tirx.BufferLoad) and is_global(load.buffer) and is_global(buf)
+                and str(load.buffer.dtype) in INDEX_FORMATS and len(load.indices) == 2):
+            return None
+        col_vars = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(indices[1]))]
+        pos0, step, row_var = [], [], None
+        for k in load.indices:
+            used = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(k))]
+            if not used:
+                pos0.append(k)
+                step.append(0)
+                continue
+            off = _affine_offset(k, used[0], self.analyzer)
+            if len(used) > 1 or off is None or row_var is not None or used[0] in col_vars:
+                return None
+            row_var = used[0]
+            pos0.append(off)
+            step.append(1)
+        if row_var is None:
+            return None
+        return row_var, GatherRows(load.buffer, tuple(pos0), tuple(step))
+
+    def stage_gather(self, buf, dims, window, is_store, note, before, what):
+        """A gathered block: the reader copies each row its index tensor names (``gather_rows``) into a CB."""
+        gather = dims[0][1]
+        if is_store:
+            raise TTUnsupportedError(f"a store to {buf.name} at rows read from {gather.index.name} (a scatter)",
+                                     construct=what, source=self.src,
+                                     fix="scatter whole blocks through a T.copy offset (Y[Idx[b] * 32, 0])")
+        cols = window[1]
+        col = dims[1][1]
+        if cols % TILE or not self.analyzer.can_prove(tirx.floormod(col, TILE) == 0):
+            raise TTUnsupportedError(f"a gather of {buf.name} rows over {cols} columns at column {col}",
+                                     construct=what, source=self.src,
+                                     fix="gather rows over whole 32-column tiles (a column offset and extent that "
+                                         "are multiples of 32)")
+        tile = self.staging_buffer(buf, window[0], cols, "rows")
+        info = self.cbs[tile.name]
+        info.producer.add("reader")
+        info.consumer.add("compute")
+        self.tensor_cb_format(buf, tile.name, "input", (0, TILE, 0, TILE), what)
+        if self.cb_formats.get(tile.name) in ("Bfp8_b", "Bfp4_b"):
+            raise TTUnsupportedError(f"a gather of rows of block-float tensor {buf.name}", construct=what,
+                                     source=self.src, fix="gather rows of bfloat16 / float16 / float32 tensors")
+        idx_cb = self.index_cb(gather.index, "reader")
+        count = self.logical_count(gather)
+        before.append(call(TTOps.gather_rows, self.cb_index_placeholder(tile), self.tensor_index(buf),
+                           self.tensor_index(gather.index), *gather.pos0, *gather.step, window[0],
+                           self.plain.simplify(tirx.floordiv(col, TILE)), cols // TILE, count,
+                           tirx.StringImm(idx_cb), tirx.StringImm(self.gather_scratch_cb(buf)), note=note))
+        return tile
+
+    def logical_count(self, gather) -> int:
+        """How many elements the index tensor holds along the gathered axis (positions past it read no row)."""
+        from .. import attrs
+
+        pad = self.func.attrs[attrs.PADDING].get(gather.index.name) if attrs.PADDING in self.func.attrs else None
+        view = [int(d) for d in (pad["view"] if pad is not None else gather.index.shape)]
+        return view[0] if gather.step[0] else view[1]
 
     def lower_parallel(self, loop: tirx.For):
         """A T.Parallel nest of 1 or 2 loops around element-wise stores (and ``Bind``s, inlined): each store
@@ -129,11 +205,16 @@ class ParallelLower:
                 loads = []
                 tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
                 if loads:
-                    raise TTUnsupportedError(
-                        f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
-                        construct=what, source=self.src,
-                        fix="TT readers move whole tiles at addresses known per block; gather rows on the host or "
-                            "restructure the kernel")
+                    gather = self.gather_index(buf, ix, indices, vars_, what) if not dims else None
+                    if gather is None:
+                        raise TTUnsupportedError(
+                            f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
+                            construct=what, source=self.src,
+                            fix="gather whole rows: X[Idx[base + i], base_j + j] with an int32 index tensor Idx "
+                                "(the reader reads each row Idx names), or move the indirection into a T.copy "
+                                "offset (X[Idx[b] * 32, 0])")
+                    dims.append(gather)
+                    continue
                 used = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(ix))]
                 if not used:
                     dims.append((None, ix))
@@ -218,6 +299,9 @@ class ParallelLower:
             key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:{is_store}"
             if key in staged:
                 return staged[key]
+            if isinstance(dims[0][1], GatherRows):
+                staged[key] = self.stage_gather(buf, dims, window, is_store, note, before, what)
+                return staged[key]
             region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
             r, c0, rows, cols, win = self.tile_coords(region, what)
             tile = self.staging_buffer(buf, window[0], window[1], "out" if is_store else "tile")
@@ -238,7 +322,15 @@ class ParallelLower:
 
         loaded = []
 
+        gather_indices = []      # the index-tensor loads inside gathered row indices: read by the reader, not staged
+        for acc in accesses[1:]:
+            if isinstance(split(acc.buffer, acc.indices)[0][1], GatherRows):
+                row = acc.indices[0]
+                gather_indices.append(row.value if isinstance(row, tirx.Cast) else row)
+
         def post(node):
+            if isinstance(node, tirx.BufferLoad) and any(node.same_as(g) for g in gather_indices):
+                return None
             if isinstance(node, tirx.BufferLoad):
                 buf = operand(node.buffer, node.indices, False)
                 loaded.append(buf.name)
