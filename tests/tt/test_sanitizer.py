@@ -128,6 +128,12 @@ CORPUS = [
      "    for (uint32_t n = 0; n < count; ++n) {", "    for (int n = 0; n < count; ++n) {", 1,
      r"(?s)kernel .*kernels/compute.cpp does not compile \(-Wall -Werror\):.*comparison of integer expressions of "
      r"different signedness"),
+    # a NoC read longer than the page it comes from (it would run into the next page of the bank)
+    ("noc_read_longer_than_its_page", "add", "kernels/reader.cpp",
+     "noc_async_read_page(page, tensor, l1_write_addr);",
+     "noc_async_read(get_noc_addr(page, tensor), l1_write_addr, 4096);", 1,
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read: 4096 bytes at offset 0 overrun the "
+     r"2048-byte page"),
     # a CB the NoC fills holds the format of the pages it receives: bf16 pages read into a CB declared Float32
     # would be unpacked as fp32 words (two bf16 values each) -- the widening-copy miscompile of issue 22
     ("cb_filled_with_pages_of_another_format", "add", "host.cpp",
