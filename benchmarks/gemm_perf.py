@@ -1,18 +1,16 @@
-"""Modeled GEMM performance (perf_model.py) against PERF_ANCHORS, and 4096^3 DRAM traffic from tt-sim's counters.
+"""Modeled GEMM performance: our kernels beside the model of TTNN's kernel on the same shape, and DRAM traffic.
 
-Run: .venv/bin/python benchmarks/gemm_perf.py [--skip-protocol]
-For bf16 GEMM M=N=K in 512..8192 on wormhole_b0 (8x8) and blackhole (11x10), with TileLang's example blocks
-(128x128x32, fp32 accumulator) and the design's (32x32x32), each compiled with the default math fidelity
-(HiFi2 for bf16, ttnn's default): the modeled time, TFLOPS, what binds it, and the ratio to the published
-figure (wormhole: tt-metal's tuned BF16-HiFi2 n150 8x8 at the same size; blackhole: the best published 11x10
-BF16-HiFi2 DRAM figure, 253 TFLOPS, for every size). The model's own error against those anchors is in
-docs/perf_model.md. The table compiles with the defaults, so SuperBlockTT's automatic multicast and per-core
-super-blocks apply where the grid allows (column "fused": the h x w user blocks fused per core, "-" for none);
-the columns after "|" model the same kernel compiled with ``-multicast=false`` (the contiguous split, block by block).
-Then, for 4096^3 on wormhole_b0, DRAM bytes read + written from a protocol-only tt-sim run against the A + B + C
-minimum: without multicast (target option multicast=false: the contiguous split, block by block) and with the
-automatic choice (TTMulticastReuse's 2-D multicast, A along core rows and B down core columns, of per-core
-super-blocks).
+Run: .venv/bin/python benchmarks/gemm_perf.py [--skip-protocol] [--square-only]
+For bf16 GEMMs (M x N x K: square 512..8192 and the LLaMA shapes 4096x11008x4096, 4096x14336x4096,
+1024x4096x4096, 128x4096x4096) on wormhole_b0 (8x8) and blackhole (11x10), TileLang's example blocks (128x128x32,
+B transposed, fp32 accumulator) and the design's (32x32x32), each compiled with the defaults (HiFi2, SuperBlockTT's
+automatic multicast and per-core super-blocks; column "fused": the h x w user blocks fused per core): cores used,
+our modeled time and TFLOPS, what binds it, DRAM bytes against the A + B + C minimum; then the same performance
+model applied to TTNN's 2-D multicast matmul on the same shape with every tensor in DRAM
+(tilelang_tt/ttnn_reference.py dram_config), and ours / TTNN's: a model against a model. How far the model of TTNN's
+kernel is from TT's measurements is benchmarks/calibration.py's table (docs/perf_model.md); nothing here divides a
+model by a measurement. The last columns model our kernel compiled with ``-multicast=false`` (the contiguous split).
+Then, for 4096^3 on wormhole_b0, DRAM bytes read + written by a protocol-only tt-sim run against the minimum.
 """
 
 import argparse
@@ -26,15 +24,17 @@ import tilelang  # noqa: E402
 
 import tilelang_tt  # noqa: E402,F401
 from examples import kernels as K  # noqa: E402
-from tilelang_tt import perf_model as pm  # noqa: E402
+from tilelang_tt import ttnn_reference as ref  # noqa: E402
 
-SIZES = (512, 1024, 2048, 4096, 8192)
-WH_ANCHOR = {512: 21.40, 1024: 57.58, 2048: 76.64, 4096: 68.45, 8192: 81.13}   # PERF_ANCHORS sec. 3 [P] S1
-BH_ANCHOR = 253.00                                                               # sec. 3, 11x10 BF16 HiFi2 DRAM
+SQUARE = tuple((n, n, n) for n in (512, 1024, 2048, 4096, 8192))
+LLAMA = ((4096, 11008, 4096), (4096, 14336, 4096), (1024, 4096, 4096), (128, 4096, 4096))   # M, N, K
 BLOCKS = {
-    "tilelang 128x128x32": lambda n: K.tilelang_example_gemm(n, n, n, dtype="bfloat16", accum_dtype="float32"),
-    "design 32x32x32": lambda n: K.design_gemm(n, n, n),
+    "tilelang 128x128x32": lambda m, n, k: K.tilelang_example_gemm(m, n, k, dtype="bfloat16", accum_dtype="float32"),
+    "design 32x32x32": lambda m, n, k: K.design_gemm(m, n, k),
 }
+HEADER = (f"{'arch':12s} {'blocks':20s} {'M x N x K':>17s} {'cores':>5s} {'ours us':>9s} {'TFLOPS':>7s} "
+          f"{'bound':>7s} {'DRAM MB':>8s} {'x min':>6s} {'fused':>6s} | {'TTNN us':>9s} {'TFLOPS':>7s} {'bound':>7s} "
+          f"{'ours/TTNN':>9s} | {'no mcast':>8s} {'bound':>7s} {'x min':>6s}")
 
 
 def _fused(kernel) -> str:
@@ -42,56 +42,64 @@ def _fused(kernel) -> str:
     return "-" if sb is None else "x".join(str(f) for f in sb["factor"])
 
 
+def _row(arch: str, label: str, shape: tuple, kernel, plain: dict) -> str:
+    m, n, k = shape
+    model = kernel.report["model"]
+    ttnn = ref.model_matmul(ref.dram_config(m, k, n, arch), arch)
+    minimum = 2 * (m * k + k * n + m * n)
+    tflops = 2 * m * n * k / model["seconds"] / 1e12
+    return (f"{arch:12s} {label:20s} {f'{m}x{n}x{k}':>17s} {len(kernel.plan['mapping']):5d} "
+            f"{model['seconds'] * 1e6:9.1f} {tflops:7.2f} {model['bound']:>7s} {model['dram_bytes'] / 1e6:8.1f} "
+            f"{model['dram_bytes'] / minimum:6.2f} {_fused(kernel):>6s} | {ttnn['seconds'] * 1e6:9.1f} "
+            f"{ttnn['tflops']:7.2f} {ttnn['bound']:>7s} {ttnn['seconds'] / model['seconds']:9.3f} | "
+            f"{2 * m * n * k / plain['seconds'] / 1e12:8.2f} {plain['bound']:>7s} {plain['dram_bytes'] / minimum:6.2f}")
+
+
+def _protocol(kernels: dict) -> None:
+    import torch
+
+    n = 4096
+    minimum = 3 * n * n * 2
+    for label, make in BLOCKS.items():
+        for mcast in (False, True):
+            kernel = (kernels[("wormhole_b0", label, (n, n, n))] if mcast
+                      else tilelang.compile(make(n, n, n), target="tt -arch=wormhole_b0 -multicast=false"))
+            tensors = [torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]]
+            t0 = time.perf_counter()
+            kernel.emulate(*tensors, protocol_only=True)
+            total = kernel.report["total"]
+            moved = total["dram_read_bytes"] + total["dram_write_bytes"]
+            model = kernel.report["model"]
+            how = f"automatic: multicast, {_fused(kernel)} blocks fused per core" if mcast else "multicast=false"
+            print(f"tt-sim protocol-only 4096^3 wormhole_b0 {label}, {how}: DRAM read "
+                  f"{total['dram_read_bytes'] / 1e6:.1f} MB + written {total['dram_write_bytes'] / 1e6:.1f} MB = "
+                  f"{moved / 1e6:.1f} MB, {moved / minimum:.2f}x the {minimum / 1e6:.1f} MB minimum (multicast "
+                  f"{total.get('noc_multicast_bytes', 0) / 1e6:.1f} MB sent); model from these counters "
+                  f"{model['tflops']:.2f} TFLOPS ({model['bound']}-bound); run {time.perf_counter() - t0:.1f} s",
+                  flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-protocol", action="store_true", help="skip the 4096^3 protocol-only runs")
+    parser.add_argument("--square-only", action="store_true", help="leave out the LLaMA shapes")
     args = parser.parse_args()
     t_start = time.perf_counter()
-    print(f"{'arch':12s} {'blocks':20s} {'M=N=K':>6s} {'model us':>10s} {'TFLOPS':>8s} {'bound':>7s} "
-          f"{'anchor':>7s} {'ratio':>6s} {'DRAM MB':>9s} {'x min':>6s} {'fused':>6s} | {'no mcast':>8s} {'bound':>7s} "
-          f"{'DRAM MB':>9s} {'x min':>6s}")
+    shapes = SQUARE if args.square_only else SQUARE + LLAMA
+    print(HEADER)
     kernels = {}
     for arch in ("wormhole_b0", "blackhole"):
         for label, make in BLOCKS.items():
-            for n in SIZES:
-                kernel = tilelang.compile(make(n), target=f"tt -arch={arch}")
-                plain = tilelang.compile(make(n), target=f"tt -arch={arch} -multicast=false").report["model"]
-                model = kernel.report["model"]
-                anchor = WH_ANCHOR[n] if arch == "wormhole_b0" else BH_ANCHOR
-                minimum = 3 * n * n * 2
-                print(f"{arch:12s} {label:20s} {n:6d} {model['seconds'] * 1e6:10.1f} {model['tflops']:8.2f} "
-                      f"{model['bound']:>7s} {anchor:7.2f} {model['tflops'] / anchor:6.3f} "
-                      f"{model['dram_bytes'] / 1e6:9.1f} {model['dram_bytes'] / minimum:6.1f} "
-                      f"{_fused(kernel):>6s} | {plain['tflops']:8.2f} {plain['bound']:>7s} "
-                      f"{plain['dram_bytes'] / 1e6:9.1f} {plain['dram_bytes'] / minimum:6.1f}", flush=True)
-                kernels[(arch, label, n)] = kernel
-    print("(modeled, not measured: perf_model.py; counts from the static walk of each artifact's tt.program.txt)")
-    ref = pm.evaluate(pm.mcast_2d_gemm_work(4096, 4096, 4096, (8, 8)), "wormhole_b0", "HiFi2", "reference")
-    print(f"reference: tt-metal's 2-D multicast kernel, 4096^3 HiFi2 on 8x8, modeled {ref['tflops']:.2f} TFLOPS "
-          f"vs measured 68.45 (model/measured {ref['tflops'] / 68.45:.3f}, docs/perf_model.md)")
+            for shape in shapes:
+                kernel = tilelang.compile(make(*shape), target=f"tt -arch={arch}")
+                plain = tilelang.compile(make(*shape), target=f"tt -arch={arch} -multicast=false").report["model"]
+                print(_row(arch, label, shape, kernel, plain), flush=True)
+                kernels[(arch, label, shape)] = kernel
+    print("(modeled, not measured: perf_model.py with device.PERF; ours from the static walk of each artifact's "
+          "program, TTNN's from tilelang_tt/ttnn_reference.py; the calibration of TTNN's model against TT's "
+          "measurements: benchmarks/calibration.py)")
     if not args.skip_protocol:
-        import torch
-
-        n = 4096
-        minimum = 3 * n * n * 2
-        for label, make in BLOCKS.items():
-            for mcast in (False, True):
-                kernel = (kernels[("wormhole_b0", label, n)] if mcast
-                          else tilelang.compile(make(n), target="tt -arch=wormhole_b0 -multicast=false"))
-                tensors = [torch.zeros(*b["shape"], dtype=torch.bfloat16) for b in kernel.plan["buffers"]]
-                t0 = time.perf_counter()
-                kernel.emulate(*tensors, protocol_only=True)
-                total = kernel.report["total"]
-                moved = total["dram_read_bytes"] + total["dram_write_bytes"]
-                model = kernel.report["model"]
-                how = (f"automatic: multicast, {_fused(kernel)} blocks fused per core" if mcast
-                       else "multicast=false")
-                print(f"tt-sim protocol-only 4096^3 wormhole_b0 {label}, {how}: DRAM read "
-                      f"{total['dram_read_bytes'] / 1e6:.1f} MB + written {total['dram_write_bytes'] / 1e6:.1f} MB = "
-                      f"{moved / 1e6:.1f} MB, DRAM ratio {moved / minimum:.2f}x the {minimum / 1e6:.1f} MB minimum "
-                      f"(multicast {total.get('noc_multicast_bytes', 0) / 1e6:.1f} MB sent); model from these "
-                      f"counters {model['tflops']:.2f} TFLOPS ({model['bound']}-bound); run "
-                      f"{time.perf_counter() - t0:.1f} s", flush=True)
+        _protocol(kernels)
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 

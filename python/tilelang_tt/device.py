@@ -230,12 +230,23 @@ def get_device(arch: str) -> DeviceProfile:
 
 # ---- performance model inputs (perf_model.py) ---------------------------------------------------------------
 # Source tags refer to ../shared/reference/PERF_ANCHORS.md ([S] spec, [P] published measurement, [D] derived
-# there; S1..S22 are its source list). Nothing else in the package spells these numbers.
+# there; S1..S22 are its source list). [F] = fitted by benchmarks/calibration.py (least squares over the log error
+# of the modeled against the published time) on the points named; docs/perf_model.md has the table and residuals.
+# Nothing else in the package spells these numbers.
 
 # FPU cycles of one 32x32x32 tile matmul (matmul_tiles) by math fidelity: 16 per fidelity phase (one 8x16x16
 # MVMUL per cycle, 16 per phase per tile). PERF_ANCHORS sec. 2 [S] S1 (utilization formula), S3, S4.
 FPU_CYCLES_PER_TILE_MATMUL = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
 FIDELITY_PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+
+# The calibration points: tt-metal's GEMM_FLOPS report [P] S1 (N150 8x8, traced, BF16 HiFi4/HiFi2, BFP8 HiFi2/LoFi,
+# BFP4 LoFi, M=K=N 512..16384: 35 points; P150 11x10 and 13x10 best results: 17 points) and the single-core
+# subblock report [P] S16 (3 points), each modeled as TTNN's program (ttnn_reference.py). Fit residuals
+# (calibration.py): median |err| 2.5%, worst 13.3% over 55 points (one operand-feed rate for all formats: 3.6%, 14.2%).
+# Not fitted (the points do not constrain them: no TTNN configuration waits on its NoC): the round trip and the
+# multicast handshake, from tt-npe's latency model [S] S15.
+_FIT_WH = "[F] S1 N150 8x8 GEMM_FLOPS, 35 points"
+_FIT_BH = "[F] S1 P150 11x10 + 13x10 best results (17 points) and S16 single core (3 points)"
 
 
 @dataclass(frozen=True)
@@ -248,15 +259,42 @@ class PerfProfile:
     dram_bw_bank_aware: float     # achieved by readers placed next to their banks (tt-metal's DRAM benchmark)
     dram_bw_interleaved: float    # achieved by arbitrary cores reading interleaved pages (what our readers do)
     noc_bytes_per_cycle: float    # per core, one NoC direction (reader ingress / writer egress)
-    unpack_bytes_per_cycle: float = 80.0   # both unpackers jointly, 5 x 128 bit/cycle [S] S4 (sec. 2 "L1 feed")
+    # Operand feed: bytes the unpackers move from L1 into SrcA/SrcB per cycle, sustained while the NoC writes the next
+    # blocks into the same L1 (spec peak 80 B/cycle [S] S4). This one: every format's rate fitted as one (calibration.py
+    # --fit), used for formats no point constrains (Bfp4_b never binds, Float32 is not in them).
+    unpack_bytes_per_cycle: float
+    # Sustained / ideal FPU rate per math fidelity (matmul_tiles cycles = FPU_CYCLES_PER_TILE_MATMUL / efficiency).
+    # HiFi3 is not in the published points: the mean of HiFi2 and HiFi4, not fitted.
+    fpu_efficiency_by_fidelity: tuple
+    noc_round_trip_cycles: float  # a read barrier (request to last response), a write barrier (to last ack)
+    mcast_handshake_cycles: float  # per multicast transfer: receiver-ready semaphore to the sender, VALID flag back
+    launch_seconds: float         # per launch: dispatch of a traced program and kernel start/stop on the cores
     pack_bytes_per_cycle: float = 64.0     # 4 packers x 16 B/cycle [S] S4
-    # A pack with L1 accumulation is a near-memory read-modify-write: one 128-bit non-atomic accumulate per packer
-    # every 2 cycles instead of one write per cycle (atomic: 5) [S] tt-isa-documentation WormholeB0/TensixTile/L1.md
+    # A pack with L1 accumulation is a near-memory read-modify-write: one 128-bit non-atomic accumulate per packer every
+    # 2 cycles instead of one write per cycle (atomic: 5) [S] tt-isa-documentation WormholeB0/TensixTile/L1.md
     pack_l1_acc_cost: float = 2.0
-    fpu_efficiency: float = 0.92           # eta0: sustained / ideal FPU rate, fit in sec. 3 and sec. 8 item 1 [D]
     eltwise_cycles_per_tile: int = 8       # FPU add/sub math per tile (128 elem/cycle); mul: x fidelity phases [S] S3
     sfpu_cycles_per_tile: float = 124.1    # SFPU ops not in SFPU_CYCLES: the identity LOAD/STORE floor [P] S17 #54317
+    # Per-format operand-feed rates overriding unpack_bytes_per_cycle: ((format, B/cycle), ...), calibration.py
+    # --fit-per-format (the FPU efficiencies and launch come out the same as in the one-rate fit).
+    unpack_bytes_per_cycle_by_format: tuple = ()
     sources: tuple[str, ...] = ()
+
+    def fpu_eff(self, fidelity: str) -> float:
+        return dict(self.fpu_efficiency_by_fidelity)[fidelity]
+
+    def unpack_rate(self, fmt: str) -> float:
+        return dict(self.unpack_bytes_per_cycle_by_format).get(fmt, self.unpack_bytes_per_cycle)
+
+    @property
+    def fpu_efficiency(self) -> float:
+        """One number for SuperBlockTT's roofline (transform/super_block.py), which weighs candidates of one kernel
+        against each other: the HiFi2 efficiency, the default fidelity of bf16 GEMMs."""
+        return self.fpu_eff("HiFi2")
+
+
+def _fidelities(lofi: float, hifi2: float, hifi4: float) -> tuple:
+    return (("LoFi", lofi), ("HiFi2", hifi2), ("HiFi3", round((hifi2 + hifi4) / 2, 4)), ("HiFi4", hifi4))
 
 
 # SFPU cycles per 32x32 tile, math thread, bf16 DEST (PERF_ANCHORS sec. 4, measured on BH p150 [P] S17).
@@ -268,24 +306,46 @@ SFPU_CYCLES = {
     "relu_tile": 47.0,           # costed like optimized abs (#57292): one compare/select per vector
 }
 
+# Launch: one number for both archs [F] (the P150 points are all >= 0.3 ms and do not constrain it; the N150
+# 512^3 points, ~10 us, do). The report's own host-minus-device gap at 512^3 is 2.6-3.5 us [P] S1.
+_LAUNCH_SECONDS = 4.06e-6
+
 PERF: dict[str, PerfProfile] = {
     "wormhole_b0": PerfProfile(
         arch="wormhole_b0", clock_hz=1.0e9, dram_peak_bw=288e9, dram_bw_bank_aware=265e9, dram_bw_interleaved=195e9,
-        noc_bytes_per_cycle=28.1,
+        noc_bytes_per_cycle=28.1, unpack_bytes_per_cycle=46.3,
+        unpack_bytes_per_cycle_by_format=(("Float16_b", 46.0), ("Bfp8_b", 46.7)),
+        fpu_efficiency_by_fidelity=_fidelities(0.746, 0.764, 0.808),
+        noc_round_trip_cycles=270, mcast_handshake_cycles=220, launch_seconds=_LAUNCH_SECONDS,
         sources=(
             "clock 1 GHz: [S] S7 (PERF_ANCHORS sec. 1)",
             "DRAM 288 GB/s peak [S] S4,S7; 265 GB/s bank-adjacent readers [P] S4,S9; ~195 GB/s arbitrary core-bank "
             "pairing (190 measured on NoC0) [D from P] S4, PERF_ANCHORS sec. 8",
             "NoC per-core inject/eject 28.1 B/cycle: tt-npe wormhole_b0 model [S] S15",
+            f"operand feed 46.3 B/cycle (one rate), Float16_b 46.0, Bfp8_b 46.7 (per format); FPU efficiency "
+            f"LoFi/HiFi2/HiFi4 0.746/0.764/0.808: {_FIT_WH}; host-timed like the report's TFLOPS (its device-profiler "
+            "TRISC1 time is ~10% shorter at >= 2048^3: clock throttling, which the efficiencies absorb)",
+            "round trip 270 cycles: tt-npe wormhole_b0.hpp get_read_latency, source and sink in different rows and "
+            "columns (a DRAM bank from a worker) [S] S15",
+            "multicast handshake 220 cycles: 2 x tt-npe get_write_latency over a 7-hop row span (40 + 10 x 7) [S] S15",
+            f"launch {_LAUNCH_SECONDS * 1e6:.1f} us: {_FIT_WH} (the 512^3 and 1024^3 rows)",
         ),
     ),
     "blackhole": PerfProfile(
         arch="blackhole", clock_hz=1.35e9, dram_peak_bw=512e9, dram_bw_bank_aware=500e9, dram_bw_interleaved=344e9,
-        noc_bytes_per_cycle=47.4,
+        noc_bytes_per_cycle=47.4, unpack_bytes_per_cycle=73.1,
+        unpack_bytes_per_cycle_by_format=(("Float16_b", 76.6), ("Bfp8_b", 69.7)),
+        fpu_efficiency_by_fidelity=_fidelities(0.892, 0.872, 0.895),
+        noc_round_trip_cycles=329, mcast_handshake_cycles=300, launch_seconds=_LAUNCH_SECONDS,
         sources=(
             "clock 1.35 GHz: [S] S8 (PERF_ANCHORS sec. 1)",
             "DRAM 512 GB/s peak [S] S8,S10; 500 GB/s bank-adjacent [P] S10; 344 GB/s arbitrary reader cores [P] S10",
             "NoC per-reader ceiling 47.4 B/cycle [P] S10",
+            f"operand feed 73.1 B/cycle (one rate), Float16_b 76.6, Bfp8_b 69.7 (per format); FPU efficiency "
+            f"LoFi/HiFi2/HiFi4 0.892/0.872/0.895: {_FIT_BH}",
+            "round trip 329 cycles: tt-npe blackhole.hpp get_read_latency, different row and column [S] S15",
+            "multicast handshake 300 cycles: 2 x tt-npe get_write_latency over a 10-hop row span (40 + 11 x 10) [S] S15",
+            f"launch {_LAUNCH_SECONDS * 1e6:.1f} us: shared with wormhole_b0 ({_FIT_WH})",
         ),
     ),
 }

@@ -1,36 +1,43 @@
 """The performance model: modeled device time of a compiled TT kernel and what binds it.
 
-A model, not a measurement: every result carries ``label`` saying so. Inputs:
+A model, not a measurement: every result carries ``label`` saying so. It is calibrated: its rates are fitted to, or
+taken from, published measurements (``device.PERF``; ``benchmarks/calibration.py`` models TTNN's own GEMM program
+for each published point and prints the error). Inputs:
 
 * the artifact's ``tt.plan.json`` (device, mapping, CB and tensor page sizes, math fidelity) and
 * per-core operation counts (``CoreWork``): tile ops by name, bytes unpacked and packed by the compute kernel,
-  DRAM and NoC bytes. They come from one of two places:
+  DRAM and NoC bytes, and for each data-movement kernel the bytes it moves and the waits it makes (read and write
+  barriers, multicast handshakes). They come from one of two places:
 
-  - **static** (compile time, no emulator): ``static_work`` walks the artifact's ``tt.program.txt`` (the
-    explicit TT program the printers print), multiplying each call by the trip counts of the loops around it,
-    with each core's runtime args from the plan's mapping. Loops are multiplied, not iterated, unless a trip
-    count depends on an enclosing loop variable. Blocks are counted whole (edge tiles of tensors that the
-    block does not divide are counted as full pages);
+  - **static** (compile time, no emulator): ``program_work`` walks the TT program (``ttir`` nodes: ``For``,
+    ``Let``, ``Call``) kernel by kernel, multiplying each call by the trip counts of the loops around it, with
+    each core's runtime args from the plan's mapping. An artifact on disk holds its program as
+    ``tt.program.txt`` (the printer's form of the same nodes); ``parse_program`` reads it back into nodes. Loops
+    are multiplied, not iterated, unless a trip count depends on an enclosing loop variable. Blocks are counted
+    whole (edge tiles of tensors that the block does not divide are counted as full pages);
   - **counters** (after a run): the emulator's per-core counters (``dram_read_bytes``, ``noc_*_bytes``,
-    ``matmul_tiles``, ``tile_ops``, ``packs``), measured on whatever the compiler generated, including
-    protocol-only runs (``TILELANG_TT_PROTOCOL_ONLY=1``), which count without doing the math. The counters
-    do not say which tile ops were SFPU ops nor how many bytes each unpacked, so the static breakdown is
+    ``matmul_tiles``, ``tile_ops``, ``packs``), including protocol-only runs. The counters do not say which tile
+    ops were SFPU ops, how many bytes each unpacked nor which kernel waited where, so the static breakdown is
     scaled to them when it exists.
 
   ``tests/tt/test_perf_model.py`` checks that the static counts equal the protocol-only counters for the
   reference kernels, so a codegen change that the static walk misreads fails a test instead of skewing the
   model silently.
 
-Cost per core (rates from ``device.PERF``, each with its PERF_ANCHORS source):
+Cost per core, in cycles (rates from ``device.PERF``, each with its source):
 
-* math thread: ``matmul_tiles`` x FPU cycles of the fidelity (LoFi 16 .. HiFi4 64) / FPU efficiency;
-  FPU eltwise 8 cycles per tile (mul x fidelity phases); SFPU ops by their measured cycles per tile;
-* unpack thread: bytes unpacked / 80 B per cycle; pack thread: bytes packed / 64 B per cycle, a pack with L1
-  accumulation (``pack_reconfig_l1_acc(1)``) costing ``pack_l1_acc_cost`` (2) times a plain one;
+* math thread: ``matmul_tiles`` x FPU cycles of the fidelity (LoFi 16 .. HiFi4 64) / FPU efficiency of that
+  fidelity; FPU eltwise 8 cycles per tile (mul x fidelity phases); SFPU ops by their measured cycles per tile;
+* unpack thread: bytes unpacked / the operand-feed rate. ``matmul_tiles`` unpacks its two tiles;
+  ``matmul_block`` with an ``rt x ct`` output unpacks, for each of the ``min(rt, ct)`` tiles of the reused
+  operand, that tile and the ``max(rt, ct)`` tiles of the other (tt-llk ``_llk_unpack_AB_matmul_``);
+* pack thread: bytes packed / 64 B per cycle, a pack with L1 accumulation costing ``pack_l1_acc_cost`` times more;
 * compute = max(unpack, math, pack): the three TRISC threads overlap through DST double buffering;
-* NoC: reader ingress and writer egress bytes / per-core NoC bytes per cycle (the two use different NoCs);
-* core time = max(compute, NoC) / clock; DRAM time = all DRAM bytes / interleaved DRAM bandwidth;
-* kernel time = max(slowest core, DRAM). Launch/dispatch overhead is not modelled.
+* each data-movement kernel (reader, writer): its bytes / the per-core NoC rate, plus a round trip per barrier
+  that waits on issued transfers, plus a handshake per multicast transfer (sender and receivers alike);
+* core = fill + max(compute, reader, writer) + drain, where fill is one step of the slowest feeding kernel (the
+  first block arrives before compute starts) and drain one output batch and its barrier (after compute ends);
+* kernel = launch + max(slowest core, all DRAM bytes / interleaved DRAM bandwidth).
 """
 
 from __future__ import annotations
@@ -45,11 +52,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import ttir
 from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf
 from .intrinsics import CALLS
 
 LABEL = "performance model (modeled, not measured)"
 TILE_MATMUL_FLOPS = 2 * TILE ** 3
+ROLES = ("reader", "writer")
 
 
 @dataclass
@@ -59,13 +68,17 @@ class CoreWork:
     core: tuple[int, int]
     ops: Counter = field(default_factory=Counter)   # compute tile ops by call name (matmul_tiles, exp_tile, ...)
     unpack_bytes: int = 0
-    matmul_unpack_bytes: int = 0                    # the part of unpack_bytes that feeds matmul_tiles
+    matmul_unpack_bytes: int = 0                    # the part of unpack_bytes that feeds matmul_tiles / matmul_block
+    unpack_formats: Counter = field(default_factory=Counter)   # unpack_bytes by the data format of the CB read
     pack_bytes: int = 0
     pack_l1_acc_bytes: int = 0                      # the part of pack_bytes packed with L1 accumulation
     dram_read_bytes: int = 0
     dram_write_bytes: int = 0
     noc_in_bytes: int = 0
     noc_out_bytes: int = 0
+    feed_bytes: Counter = field(default_factory=Counter)   # role -> bytes read or multicast by that kernel
+    out_bytes: Counter = field(default_factory=Counter)    # role -> bytes written by that kernel
+    waits: Counter = field(default_factory=Counter)        # "role:read" | "role:write" | "role:mcast" -> count
 
     @property
     def matmul_tiles(self) -> int:
@@ -75,70 +88,133 @@ class CoreWork:
     def packs(self) -> int:
         return self.ops.get("pack_tile", 0)
 
+    def copy(self, core=None) -> "CoreWork":
+        return dataclasses.replace(self, core=self.core if core is None else core, ops=Counter(self.ops),
+                                   unpack_formats=Counter(self.unpack_formats), feed_bytes=Counter(self.feed_bytes),
+                                   out_bytes=Counter(self.out_bytes), waits=Counter(self.waits))
+
+    def signature(self) -> tuple:
+        """Everything but the core: cores alike in it cost alike."""
+        return (tuple(sorted(self.ops.items())), self.unpack_bytes, self.pack_bytes, self.pack_l1_acc_bytes,
+                self.dram_read_bytes, self.dram_write_bytes, self.noc_in_bytes, self.noc_out_bytes,
+                tuple(sorted(self.unpack_formats.items())), tuple(sorted(self.feed_bytes.items())),
+                tuple(sorted(self.out_bytes.items())),
+                tuple(sorted(self.waits.items())))
+
 
 # ---- cost ---------------------------------------------------------------------------------------------------
-def core_cycles(work: CoreWork, arch: str, fidelity: str) -> dict[str, float]:
-    """Cycles of each engine of one core: fpu, sfpu, unpack, pack, noc."""
-    perf = get_perf(arch)
+def _math_cycles(work: CoreWork, perf, fidelity: str) -> tuple[float, float]:
     fpu = sfpu = 0.0
     for op, n in work.ops.items():
         spec = CALLS.get(op)
         unit = spec.unit if spec is not None else None
         if op == "matmul_tiles":
-            fpu += n * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
+            fpu += n * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_eff(fidelity)
         elif unit == "fpu":
             phases = FIDELITY_PHASES[fidelity] if op == "mul_tiles" else 1
             fpu += n * perf.eltwise_cycles_per_tile * phases
         elif unit == "sfpu":
             sfpu += n * SFPU_CYCLES.get(op, perf.sfpu_cycles_per_tile)
+    return fpu, sfpu
+
+
+def _movement_cycles(work: CoreWork, perf) -> tuple[float, float, float]:
+    """(busiest data-movement kernel, fill, drain) in cycles."""
+    busiest = fill = drain = 0.0
+    for role in ROLES:
+        reads, writes, mcasts = (work.waits[f"{role}:{k}"] for k in ("read", "write", "mcast"))
+        feed = work.feed_bytes[role] / perf.noc_bytes_per_cycle + reads * perf.noc_round_trip_cycles \
+            + mcasts * perf.mcast_handshake_cycles
+        out = work.out_bytes[role] / perf.noc_bytes_per_cycle + writes * perf.noc_round_trip_cycles
+        busiest = max(busiest, feed + out)
+        if work.feed_bytes[role] or mcasts:     # a step: one barrier or one handshake (a sender makes both)
+            fill = max(fill, feed / max(1, reads, mcasts))
+        if work.out_bytes[role]:
+            drain = max(drain, out / max(1, writes))
+    return busiest, fill, drain
+
+
+def core_cycles(work: CoreWork, arch: str, fidelity: str, perf=None) -> dict[str, float]:
+    """Cycles of each engine of one core: fpu, sfpu, unpack, pack, noc (the busiest data-movement kernel), and the
+    fill before and the drain after the steady state."""
+    perf = perf or get_perf(arch)
+    fpu, sfpu = _math_cycles(work, perf, fidelity)
     pack = work.pack_bytes + (perf.pack_l1_acc_cost - 1.0) * work.pack_l1_acc_bytes
-    return {"fpu": fpu, "sfpu": sfpu, "unpack": work.unpack_bytes / perf.unpack_bytes_per_cycle,
-            "pack": pack / perf.pack_bytes_per_cycle,
-            "noc": max(work.noc_in_bytes, work.noc_out_bytes) / perf.noc_bytes_per_cycle}
+    noc, fill, drain = _movement_cycles(work, perf)
+    unpack = sum(n / perf.unpack_rate(fmt) for fmt, n in work.unpack_formats.items())
+    unpack += (work.unpack_bytes - sum(work.unpack_formats.values())) / perf.unpack_bytes_per_cycle
+    return {"fpu": fpu, "sfpu": sfpu, "unpack": unpack,
+            "pack": pack / perf.pack_bytes_per_cycle, "noc": noc, "fill": fill, "drain": drain}
 
 
-def evaluate(works: list[CoreWork], arch: str, fidelity: str, source: str) -> dict:
+def _core_seconds(c: dict, perf) -> float:
+    steady = max(c["fpu"] + c["sfpu"], c["unpack"], c["pack"], c["noc"])
+    return (c["fill"] + steady + c["drain"]) / perf.clock_hz
+
+
+def _bound(c: dict, dram_s: float, perf) -> str:
+    """What binds the launch: the largest of the critical core's terms, the DRAM time, fill + drain, launch."""
+    f = perf.clock_hz
+    terms = {"fpu" if c["fpu"] >= c["sfpu"] else "sfpu": (c["fpu"] + c["sfpu"]) / f, "unpack": c["unpack"] / f,
+             "pack": c["pack"] / f, "noc": c["noc"] / f, "dram": dram_s, "latency": (c["fill"] + c["drain"]) / f,
+             "launch": perf.launch_seconds}
+    return max(terms, key=terms.get)
+
+
+def group_works(works: list[CoreWork]) -> list[tuple[CoreWork, int]]:
+    """Cores alike in everything but their coordinates, counted once: (a representative, how many)."""
+    groups: dict[tuple, list] = {}
+    for w in works:
+        groups.setdefault(w.signature(), [w, 0])[1] += 1
+    return [(w, n) for w, n in groups.values()]
+
+
+def evaluate(works: list[CoreWork], arch: str, fidelity: str, source: str, perf=None) -> dict:
     """The model of one launch from per-core work: seconds, tflops, bound, and the terms behind them."""
-    perf = get_perf(arch)
     if not works:
         raise ValueError("no per-core work to model")
-    terms = {"fpu": 0.0, "sfpu": 0.0, "unpack": 0.0, "pack": 0.0, "noc": 0.0}
+    return evaluate_groups(group_works(works), arch, fidelity, source, perf)
+
+
+def evaluate_groups(groups: list[tuple[CoreWork, int]], arch: str, fidelity: str, source: str, perf=None) -> dict:
+    """``evaluate`` of grouped cores (``group_works``); ``perf`` overrides the arch's rates (calibration)."""
+    perf = perf or get_perf(arch)
+    terms = dict.fromkeys(("fpu", "sfpu", "unpack", "pack", "noc", "fill", "drain"), 0.0)
     critical, critical_s = None, -1.0
-    for w in works:
-        c = core_cycles(w, arch, fidelity)
-        c_math = c["fpu"] + c["sfpu"]
-        core_s = max(c_math, c["unpack"], c["pack"], c["noc"]) / perf.clock_hz
+    for w, _ in groups:
+        c = core_cycles(w, arch, fidelity, perf)
         for k in terms:
             terms[k] = max(terms[k], c[k] / perf.clock_hz)
+        core_s = _core_seconds(c, perf)
         if core_s > critical_s:
             critical, critical_s = (w, c), core_s
-    dram_bytes = sum(w.dram_read_bytes + w.dram_write_bytes for w in works)
-    dram_s = dram_bytes / perf.dram_bw_interleaved
+    dram_read = sum(w.dram_read_bytes * n for w, n in groups)
+    dram_write = sum(w.dram_write_bytes * n for w, n in groups)
+    dram_s = (dram_read + dram_write) / perf.dram_bw_interleaved
+    seconds = perf.launch_seconds + max(critical_s, dram_s)
+    matmuls = sum(w.matmul_tiles * n for w, n in groups)
     w, c = critical
-    candidates = {"noc": c["noc"], "unpack": c["unpack"], "pack": c["pack"],
-                  "fpu" if c["fpu"] >= c["sfpu"] else "sfpu": c["fpu"] + c["sfpu"]}
-    core_bound = max(candidates, key=candidates.get)
-    seconds = max(critical_s, dram_s)
-    bound = "dram" if dram_s > critical_s else core_bound
-    matmuls = sum(x.matmul_tiles for x in works)
-    model = {
+    return {
         "label": LABEL, "arch": arch, "math_fidelity": fidelity, "counts_from": source,
-        "seconds": seconds, "bound": bound,
+        "seconds": seconds, "bound": _bound(c, dram_s, perf),
         "tflops": matmuls * TILE_MATMUL_FLOPS / seconds / 1e12 if matmuls and seconds > 0 else None,
         "critical_core": list(w.core), "critical_core_seconds": critical_s,
-        "terms_seconds": {**{k: v for k, v in terms.items()}, "dram": dram_s},
-        "dram_bytes": dram_bytes, "dram_read_bytes": sum(x.dram_read_bytes for x in works),
-        "dram_write_bytes": sum(x.dram_write_bytes for x in works),
-        "matmul_tiles": matmuls, "cores": len(works),
-        "rates": {"clock_hz": perf.clock_hz, "dram_bw": perf.dram_bw_interleaved,
-                  "noc_bytes_per_cycle": perf.noc_bytes_per_cycle,
-                  "fpu_cycles_per_tile_matmul": FPU_CYCLES_PER_TILE_MATMUL[fidelity],
-                  "unpack_bytes_per_cycle": perf.unpack_bytes_per_cycle,
-                  "pack_bytes_per_cycle": perf.pack_bytes_per_cycle,
-                  "pack_l1_acc_cost": perf.pack_l1_acc_cost},
-        "not_modelled": "launch/dispatch, NoC congestion between cores, DRAM bank hot spots, CB stalls",
+        "terms_seconds": {**terms, "dram": dram_s, "launch": perf.launch_seconds},
+        "dram_bytes": dram_read + dram_write, "dram_read_bytes": dram_read, "dram_write_bytes": dram_write,
+        "matmul_tiles": matmuls, "cores": sum(n for _, n in groups), "rates": _rates(perf, fidelity),
+        "not_modelled": "NoC congestion between cores, DRAM bank hot spots, CB back-pressure beyond double "
+                        "buffering, clock throttling",
     }
-    return model
+
+
+def _rates(perf, fidelity: str) -> dict:
+    return {"clock_hz": perf.clock_hz, "dram_bw": perf.dram_bw_interleaved,
+            "noc_bytes_per_cycle": perf.noc_bytes_per_cycle,
+            "fpu_cycles_per_tile_matmul": FPU_CYCLES_PER_TILE_MATMUL[fidelity],
+            "fpu_efficiency": perf.fpu_eff(fidelity), "unpack_bytes_per_cycle": perf.unpack_bytes_per_cycle,
+            "pack_bytes_per_cycle": perf.pack_bytes_per_cycle, "pack_l1_acc_cost": perf.pack_l1_acc_cost,
+            "noc_round_trip_cycles": perf.noc_round_trip_cycles,
+            "mcast_handshake_cycles": perf.mcast_handshake_cycles, "launch_seconds": perf.launch_seconds}
 
 
 def summary(model: dict) -> str:
@@ -150,23 +226,55 @@ def summary(model: dict) -> str:
     return (f"{model['label']} on {model['arch']} at {model['math_fidelity']}: {model['seconds'] * 1e6:.1f} us{tf}, "
             f"bound: {model['bound']} (fpu {t['fpu'] * 1e6:.1f}, unpack {t['unpack'] * 1e6:.1f}, "
             f"pack {t['pack'] * 1e6:.1f}, sfpu {t['sfpu'] * 1e6:.1f}, noc {t['noc'] * 1e6:.1f}, "
-            f"dram {t['dram'] * 1e6:.1f} us; {model['dram_bytes'] / 1e6:.2f} MB DRAM; counts: {model['counts_from']})")
+            f"fill+drain {(t['fill'] + t['drain']) * 1e6:.1f}, dram {t['dram'] * 1e6:.1f}, "
+            f"launch {t['launch'] * 1e6:.1f} us; {model['dram_bytes'] / 1e6:.2f} MB DRAM; "
+            f"counts: {model['counts_from']})")
 
 
-# ---- static per-core counts from tt.program.txt ------------------------------------------------------------
+# ---- the program's structure: ttir nodes, from a Program or from tt.program.txt ------------------------------
 class StaticCountError(Exception):
-    """The program text holds something the static walk cannot count (e.g. a symbolic trip count)."""
+    """The program holds something the static walk cannot count (e.g. a symbolic trip count)."""
 
 
-@dataclass
-class _Node:
-    text: str
-    children: list = field(default_factory=list)
+_FOR = re.compile(r"^for (\w+) in \[(.+), (.+)\):$")
+_LET = re.compile(r"^let (\w+) = (.+)$")
+_CALL = re.compile(r"^(\w+)\((.*)\)$")
 
 
-def _parse_program(text: str) -> dict[str, list[_Node]]:
-    """``tt.program.txt`` -> {role: body} as a tree of lines by indentation."""
-    kernels: dict[str, list[_Node]] = {}
+def _arg(text: str):
+    """A printed call argument as the node argument it was printed from (expressions stay C++ text)."""
+    for prefix, cls in (("cb:", ttir.CB), ("tensor:", ttir.Tensor), ("dst:", ttir.Dst)):
+        if text.startswith(prefix):
+            return cls(text[len(prefix):])
+    return text
+
+
+def _node(line: str):
+    m = _FOR.match(line)
+    if m:
+        var, lo, hi = m.groups()
+        return ttir.For(_LoopVar(var), lo, f"({hi}) - ({lo})", [])
+    m = _LET.match(line)
+    if m:
+        return ttir.Let(_LoopVar(m.group(1)), m.group(2))
+    m = _CALL.match(line)
+    if not m:
+        raise StaticCountError(f"unrecognised program line: {line!r}")
+    return ttir.Call(m.group(1), tuple(_arg(a) for a in _split_args(m.group(2))))
+
+
+class _LoopVar:
+    """The name of a loop or let variable read back from text (what the walk needs of a ``tirx.Var``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def parse_program(text: str) -> dict[str, list]:
+    """``tt.program.txt`` (``ttir.dump``'s form) -> {role: body} as ``ttir`` nodes, nested by indentation."""
+    kernels: dict[str, list] = {}
     stack: list[tuple[int, list]] = []
     for raw in text.splitlines():
         if not raw.strip() or raw.startswith("#") or raw.startswith("cb "):
@@ -183,9 +291,9 @@ def _parse_program(text: str) -> dict[str, list[_Node]]:
             stack.pop()
         if not stack:
             raise StaticCountError(f"bad indentation: {raw!r}")
-        node = _Node(raw.strip().split("  # ", 1)[0])
+        node = _node(raw.strip().split("  # ", 1)[0])
         stack[-1][1].append(node)
-        stack.append((indent, node.children))
+        stack.append((indent, node.body if isinstance(node, ttir.For) else []))
     return kernels
 
 
@@ -221,8 +329,8 @@ def _py_expr(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _compiled(text: str) -> tuple:
-    """An expression of tt.program.txt as Python code, and what _eval checks, in ast.walk order: a name it reads
-    (str) or a node it cannot evaluate (None). Cached: every emulator run models its artifact again."""
+    """An expression as Python code, and what _eval checks, in ast.walk order: a name it reads (str) or a node it
+    cannot evaluate (None). Cached: every emulator run models its artifact again."""
     tree = ast.parse(_py_expr(text), mode="eval")
     checks = []
     for node in ast.walk(tree):
@@ -234,7 +342,21 @@ def _compiled(text: str) -> tuple:
     return compile(tree, "<tt.program>", "eval"), tuple(checks)
 
 
-def _eval(text: str, env: dict) -> int:
+def _text(value) -> str:
+    """An argument or bound as C++ text: ints and text as they are, TIR expressions through the printer's cexpr."""
+    if isinstance(value, (bool, int)):
+        return str(int(value))
+    if isinstance(value, str):
+        return value
+    from .cexpr import cexpr
+
+    return cexpr(value)
+
+
+def _eval(value, env: dict) -> int:
+    if isinstance(value, (bool, int)):
+        return int(value)
+    text = _text(value)
     code, checks = _compiled(text)
     for name in checks:
         if name is None:
@@ -259,26 +381,19 @@ def _split_args(argtext: str) -> list[str]:
     return out
 
 
-_FOR = re.compile(r"^for (\w+) in \[(.+), (.+)\):")
-_LET = re.compile(r"^let (\w+) = (.+)$")
-_CALL = re.compile(r"^(\w+)\((.*)\)$")
+def _names(value) -> set[str]:
+    return set() if isinstance(value, (bool, int)) else set(re.findall(r"\b[A-Za-z_]\w*\b", _text(value)))
 
 
-def _names(text: str) -> set[str]:
-    return set(re.findall(r"\b[A-Za-z_]\w*\b", text))
-
-
-def _extent_names(body: list[_Node], lets: dict[str, str]) -> set[str]:
+def _extent_names(body: list, lets: dict) -> set[str]:
     """Names the trip counts inside ``body`` depend on (through lets, transitively)."""
     names: set[str] = set()
     for n in body:
-        m = _FOR.match(n.text)
-        if m:
-            names |= _names(m.group(2)) | _names(m.group(3))
-            names |= _extent_names(n.children, lets)
-        lm = _LET.match(n.text)
-        if lm:
-            lets[lm.group(1)] = lm.group(2)
+        if isinstance(n, ttir.For):
+            names |= _names(n.min) | _names(n.extent)
+            names |= _extent_names(n.body, lets)
+        elif isinstance(n, ttir.Let):
+            lets[n.var.name] = n.value
     changed = True
     while changed:
         changed = False
@@ -289,82 +404,122 @@ def _extent_names(body: list[_Node], lets: dict[str, str]) -> set[str]:
     return names
 
 
-class _Counter:
-    def __init__(self, cb_pages: dict[str, int], tensors: dict[str, dict]):
-        self.cb_pages, self.tensors = cb_pages, tensors
-        self.mcast_axis: dict[str, str] = {}   # multicast group -> "row" | "column" (plan "multicast")
-        self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
+_TRANSFERS = ("read_tiles", "read_tiles_window", "read_tiles_mcast", "write_tiles", "write_tiles_window")
 
-    def count(self, body: list[_Node], env: dict, work: CoreWork, mult: int, lets: dict | None = None) -> None:
+
+def _name(arg) -> str:
+    """A CB, tensor or multicast-group argument's name."""
+    if isinstance(arg, (ttir.CB, ttir.Tensor)):
+        return arg.name
+    return arg.text if isinstance(arg, ttir.Lit) else str(arg)
+
+
+def matmul_block_unpack_tiles(rt: int, ct: int) -> tuple[int, int]:
+    """Tiles of in0 and in1 one matmul_block call (one K tile of an rt x ct output) unpacks: the LLK walks the
+    smaller output dimension, unpacking one tile of that operand and every tile of the other for each step (tt-llk
+    _llk_unpack_AB_matmul_: reuse_a = ct >= rt, t_dim = min(rt, ct))."""
+    return (rt, rt * ct) if ct >= rt else (ct * rt, ct)
+
+
+class _Counter:
+    """Walks one core's kernels, adding what each call does, times the trip counts around it, to a CoreWork."""
+
+    def __init__(self, cbs: list[dict], tensors: dict[str, dict], mcast_axis: dict[str, str]):
+        self.cb_pages = {cb["name"]: cb["page_size"] for cb in cbs}
+        self.cb_formats = {cb["name"]: cb.get("format", "") for cb in cbs}
+        self.tensors, self.mcast_axis = tensors, mcast_axis
+        self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
+        self.pending: set[str] = set()           # "role:read" / "role:write": transfers issued, no barrier since
+
+    def count(self, body: list, env: dict, work: CoreWork, mult: int, role: str, lets: dict | None = None) -> None:
         lets = dict(lets or {})
         for n in body:
-            m = _FOR.match(n.text)
-            if m:
-                var, lo, hi = m.groups()
-                lo_v, hi_v = _eval(lo, env), _eval(hi, env)
-                if hi_v <= lo_v:
+            if isinstance(n, ttir.For):
+                lo, hi = _eval(n.min, env), _eval(n.min, env) + _eval(n.extent, env)
+                if hi <= lo:
                     continue
-                if var in _extent_names(n.children, dict(lets)):
-                    for v in range(lo_v, hi_v):
-                        self.count(n.children, {**env, var: v}, work, mult, lets)
+                if n.var.name in _extent_names(n.body, dict(lets)):
+                    for v in range(lo, hi):
+                        self.count(n.body, {**env, n.var.name: v}, work, mult, role, lets)
                 else:
-                    self.count(n.children, env, work, mult * (hi_v - lo_v), lets)
-                continue
-            lm = _LET.match(n.text)
-            if lm:
-                lets[lm.group(1)] = lm.group(2)
+                    self.count(n.body, env, work, mult * (hi - lo), role, lets)
+            elif isinstance(n, ttir.Let):
+                lets[n.var.name] = n.value
                 try:
-                    env = {**env, lm.group(1): _eval(lm.group(2), env)}
+                    env = {**env, n.var.name: _eval(n.value, env)}
                 except StaticCountError:
                     pass    # depends on a loop variable that no trip count needs
-                continue
-            cm = _CALL.match(n.text)
-            if not cm:
-                raise StaticCountError(f"unrecognised program line: {n.text!r}")
-            self.call(cm.group(1), _split_args(cm.group(2)), env, work, mult)
-
-    def call(self, op: str, args: list[str], env: dict, work: CoreWork, mult: int) -> None:
-        if op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window", "read_tiles_mcast"):
-            tensor = self.tensors[args[1].removeprefix("tensor:")]
-            nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
-            if op.endswith("_window"):     # only the window's elements move
-                nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
-            dram = tensor["placement"] == "DRAM"
-            if op == "read_tiles_mcast":   # only the group's sender (lattice column / row 0) reads from DRAM
-                y, x = work.core
-                sender = (x if self.mcast_axis[args[6]] == "row" else y) == 0
-                if sender:      # it reads the block and writes it once into the NoC for the whole group
-                    work.noc_in_bytes += nbytes
-                    work.noc_out_bytes += nbytes
-                    work.dram_read_bytes += nbytes if dram else 0
-                return          # a receiver issues no transfer: the block lands in its L1
-            if op.startswith("read_tiles"):
-                work.noc_in_bytes += nbytes
-                work.dram_read_bytes += nbytes if dram else 0
+            elif isinstance(n, ttir.Call):
+                self.call(n.op, n.args, env, work, mult, role)
             else:
-                work.noc_out_bytes += nbytes
-                work.dram_write_bytes += nbytes if dram else 0
-            return
+                raise StaticCountError(f"unknown program node {n!r}")
+
+    def call(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
+        if op in _TRANSFERS:
+            self.transfer(op, args, env, work, mult, role)
+        elif op in ("noc_async_read_barrier", "noc_async_write_barrier"):
+            kind = "read" if "read" in op else "write"
+            if f"{role}:{kind}" in self.pending:      # a barrier with nothing in flight returns at once
+                work.waits[f"{role}:{kind}"] += mult
+                self.pending.discard(f"{role}:{kind}")
+        else:
+            self.compute(op, args, env, work, mult)
+
+    def transfer(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
+        tensor = self.tensors[_name(args[1])]
+        nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
+        if op.endswith("_window"):     # only the window's elements move
+            nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
+        dram = tensor["placement"] == "DRAM"
+        if op == "read_tiles_mcast":   # only the group's sender (lattice column / row 0) reads
+            work.waits[f"{role}:mcast"] += mult    # sender and receivers alike wait for the handshake
+            self.pending.discard(f"{role}:read")
+            y, x = work.core
+            if (x if self.mcast_axis[_name(args[6])] == "row" else y) != 0:
+                return          # a receiver issues no transfer: the block lands in its L1
+            work.waits[f"{role}:read"] += mult     # the sender's read barrier before it multicasts
+            work.noc_in_bytes += nbytes            # it reads the block and writes it once into the NoC for the group
+            work.noc_out_bytes += nbytes
+            work.feed_bytes[role] += 2 * nbytes
+            work.dram_read_bytes += nbytes if dram else 0
+        elif op.startswith("read_tiles"):
+            work.noc_in_bytes += nbytes
+            work.feed_bytes[role] += nbytes
+            work.dram_read_bytes += nbytes if dram else 0
+            self.pending.add(f"{role}:read")
+        else:
+            work.noc_out_bytes += nbytes
+            work.out_bytes[role] += nbytes
+            work.dram_write_bytes += nbytes if dram else 0
+            self.pending.add(f"{role}:write")
+
+    def compute(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int) -> None:
         spec = CALLS.get(op)
         if op == "pack_reconfig_l1_acc":
             self.l1_acc = _eval(args[0], env) != 0
         elif op == "pack_tile":
-            nbytes = mult * self.cb_pages[args[1].removeprefix("cb:")]
+            nbytes = mult * self.cb_pages[_name(args[1])]
             work.ops[op] += mult
             work.pack_bytes += nbytes
             work.pack_l1_acc_bytes += nbytes if self.l1_acc else 0
-        elif op == "matmul_block":    # rt x ct tile matmuls, unpacking rt in0 tiles and ct in1 tiles
+        elif op == "matmul_block":    # rt x ct tile matmuls of one K tile
             ct, rt = _eval(args[6], env), _eval(args[7], env)
-            pages = [self.cb_pages[a.removeprefix("cb:")] for a in args[:2]]
-            nbytes = mult * (rt * pages[0] + ct * pages[1])
+            a, b = (_name(x) for x in args[:2])
+            tiles_a, tiles_b = matmul_block_unpack_tiles(rt, ct)
             work.ops["matmul_tiles"] += mult * rt * ct
-            work.unpack_bytes += nbytes
-            work.matmul_unpack_bytes += nbytes
+            self.unpacked(work, {a: tiles_a * mult, b: tiles_b * mult}, matmul=True)
         elif spec is not None and spec.kind == "op":
-            nbytes = mult * sum(self.cb_pages[a.removeprefix("cb:")] for a in args if a.startswith("cb:"))
             work.ops[op] += mult
+            cbs = Counter(a.name for a in args if isinstance(a, ttir.CB))
+            self.unpacked(work, {cb: n * mult for cb, n in cbs.items()}, matmul=op == "matmul_tiles")
+
+    def unpacked(self, work: CoreWork, tiles: dict[str, int], matmul: bool) -> None:
+        """The unpackers read ``tiles[cb]`` tiles of each CB."""
+        for cb, n in tiles.items():
+            nbytes = n * self.cb_pages[cb]
             work.unpack_bytes += nbytes
-            work.matmul_unpack_bytes += nbytes if op == "matmul_tiles" else 0
+            work.matmul_unpack_bytes += nbytes if matmul else 0
+            work.unpack_formats[self.cb_formats[cb]] += nbytes
 
 
 def _core_env(plan: dict, entry: dict) -> dict:
@@ -373,8 +528,34 @@ def _core_env(plan: dict, entry: dict) -> dict:
     return env
 
 
+def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
+    """Per-core work of a TT program ({role: body} of ``ttir`` nodes, or a ``ttir.Program``) under a plan
+    (its CB and tensor page sizes, multicast groups and per-core mapping)."""
+    if isinstance(kernels, ttir.Program):
+        kernels = {role: k.body for role, k in kernels.kernels.items()}
+    counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]},
+                       {g["name"]: g["axis"] for g in plan.get("multicast", {}).get("groups", [])})
+    names = set().union(*(_extent_names(body, {}) for body in kernels.values()))
+    cache: dict[tuple, CoreWork] = {}
+    works = []
+    for entry in plan["mapping"]:
+        env = _core_env(plan, entry)
+        key = tuple((k, v) for k, v in sorted(env.items()) if k in names)   # cores alike in every trip count
+        if counter.mcast_axis:   # and in their multicast roles
+            key += (("mcast_senders", entry["core"][0] == 0, entry["core"][1] == 0),)
+        if key not in cache:
+            w = CoreWork(core=tuple(entry["core"]))
+            counter.l1_acc = False
+            for role, body in kernels.items():
+                counter.pending.clear()
+                counter.count(body, env, w, 1, role)
+            cache[key] = w
+        works.append(cache[key].copy(core=tuple(entry["core"])))
+    return works
+
+
 def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
-    """Per-core work of the artifact, counted from ``tt.program.txt`` and the plan's mapping (no emulator)."""
+    """Per-core work of the artifact, counted from its program (``tt.program.txt``) and the plan's mapping."""
     artifact_dir = Path(artifact_dir)
     plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
     path = artifact_dir / "tt.program.txt"
@@ -383,38 +564,32 @@ def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
     if plan["schedule"].get("dynamic") or not plan["mapping"]:
         raise StaticCountError("the schedule is computed at launch (symbolic shapes)")
     # every emulate() models its run from these counts: counted once per (program, plan), copied per caller
-    works = _static_work(path.read_text(), json.dumps(plan, sort_keys=True))
-    return [dataclasses.replace(w, ops=Counter(w.ops)) for w in works]
+    return [w.copy() for w in _static_work(path.read_text(), json.dumps(plan, sort_keys=True))]
 
 
 @functools.lru_cache(maxsize=16)
 def _static_work(program: str, plan_text: str) -> tuple[CoreWork, ...]:
-    plan = json.loads(plan_text)
-    kernels = _parse_program(program)
-    counter = _Counter({cb["name"]: cb["page_size"] for cb in plan["cbs"]},
-                       {b["name"]: b for b in plan["buffers"]})
-    counter.mcast_axis = {g["name"]: g["axis"] for g in plan.get("multicast", {}).get("groups", [])}
-    cache: dict[tuple, CoreWork] = {}
-    works = []
-    names = set().union(*(_extent_names(body, {}) for body in kernels.values()))
-    for entry in plan["mapping"]:
-        env = _core_env(plan, entry)
-        key = tuple((k, v) for k, v in sorted(env.items()) if k in names)   # cores alike in every trip count
-        if counter.mcast_axis:   # and in their multicast roles
-            key += (("mcast_senders", entry["core"][0] == 0, entry["core"][1] == 0),)
-        if key not in cache:
-            w = CoreWork(core=tuple(entry["core"]))
-            for body in kernels.values():
-                counter.count(body, env, w, 1)
-            cache[key] = w
-        proto = cache[key]
-        works.append(dataclasses.replace(proto, core=tuple(entry["core"]), ops=Counter(proto.ops)))
-    return tuple(works)
+    return tuple(program_work(parse_program(program), json.loads(plan_text)))
 
 
 # ---- per-core counts from the emulator's counters -----------------------------------------------------------
 def _scaled(counter: Counter, factor: float) -> Counter:
     return Counter({k: v * factor for k, v in counter.items()})
+
+
+def _movement_from(w: CoreWork, s: CoreWork | None) -> None:
+    """The data-movement kernels' bytes and waits: the static split scaled to the counters' NoC bytes, or (without
+    static counts) reads on the reader and writes on the writer, waits unknown."""
+    if s is None:
+        w.feed_bytes = Counter({"reader": w.noc_in_bytes})
+        w.out_bytes = Counter({"writer": w.noc_out_bytes})
+        return
+    s_in, s_out = sum(s.feed_bytes.values()), sum(s.out_bytes.values())
+    moved = w.noc_in_bytes + w.noc_out_bytes
+    f = moved / (s.noc_in_bytes + s.noc_out_bytes) if s.noc_in_bytes + s.noc_out_bytes else 0.0
+    w.feed_bytes = _scaled(s.feed_bytes, f) if s_in else Counter()
+    w.out_bytes = _scaled(s.out_bytes, f) if s_out else Counter()
+    w.waits = Counter(s.waits)
 
 
 def counter_work(plan: dict, report: dict, static: list[CoreWork] | None = None) -> list[CoreWork]:
@@ -439,6 +614,7 @@ def counter_work(plan: dict, report: dict, static: list[CoreWork] | None = None)
             w.ops = _scaled(s_other, f_other)
             w.unpack_bytes = s.matmul_unpack_bytes * f_mm + (s.unpack_bytes - s.matmul_unpack_bytes) * f_other
             w.matmul_unpack_bytes = s.matmul_unpack_bytes * f_mm
+            w.unpack_formats = _scaled(s.unpack_formats, w.unpack_bytes / s.unpack_bytes if s.unpack_bytes else 0)
             w.pack_bytes = s.pack_bytes * packs / s.packs if s.packs else packs * out_page
             w.pack_l1_acc_bytes = s.pack_l1_acc_bytes * packs / s.packs if s.packs else 0
         else:
@@ -446,6 +622,7 @@ def counter_work(plan: dict, report: dict, static: list[CoreWork] | None = None)
             w.matmul_unpack_bytes = 2 * mm * in_page
             w.unpack_bytes = w.matmul_unpack_bytes + other * in_page
             w.pack_bytes = packs * out_page
+        _movement_from(w, s)
         if mm:
             w.ops["matmul_tiles"] = mm
         if packs:
@@ -533,28 +710,3 @@ def protocol_run(artifact_dir: Path, plan: dict | None = None) -> dict:
         tensors[buf["param_index"]] = np.zeros(buf["shape"], dtype=dtypes.get(buf["format"], np.float32))
     result = emulator.run(artifact_dir, plan, tensors, protocol_only=True, backend="sim")
     return model_for_run(artifact_dir, plan, result.report) | {"run_report_total": result.report.get("total", {})}
-
-
-# ---- the published reference kernel (for checking the model against PERF_ANCHORS) --------------------------
-def mcast_2d_gemm_work(M: int, N: int, K: int, grid: tuple[int, int], tile_bytes: int = 2048,
-                       subblock: tuple[int, int] = (4, 2)) -> list[CoreWork]:
-    """Per-core work of tt-metal's 2-D multicast matmul (``matmul_multicore_reuse_mcast``) as PERF_ANCHORS
-    sec. 7-8 describe it: each of gy x gx cores owns one (Mt/gy) x (Nt/gx) output block, A and B are read from
-    DRAM once and multicast (R_A = R_B = 1), C is written once; ``matmul_block`` with an h x w output subblock
-    unpacks h A tiles and w B tiles per h*w tile-MACs."""
-    gy, gx = grid
-    mt, nt, kt = -(-M // TILE), -(-N // TILE), -(-K // TILE)
-    bm, bn = -(-mt // gy), -(-nt // gx)
-    h, w = subblock
-    macs = bm * bn * kt
-    works = []
-    for y in range(gy):
-        for x in range(gx):
-            works.append(CoreWork(
-                (y, x), Counter({"matmul_tiles": macs, "pack_tile": bm * bn}),
-                unpack_bytes=round(macs * tile_bytes * (h + w) / (h * w)),
-                matmul_unpack_bytes=round(macs * tile_bytes * (h + w) / (h * w)), pack_bytes=bm * bn * tile_bytes,
-                dram_read_bytes=(mt * kt + kt * nt) * tile_bytes // (gy * gx),
-                dram_write_bytes=mt * nt * tile_bytes // (gy * gx),
-                noc_in_bytes=(bm + bn) * kt * tile_bytes, noc_out_bytes=bm * bn * tile_bytes))
-    return works

@@ -46,8 +46,9 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      ``multicast`` in the annotation or the target) that is the canonical GEMM gets ``multicast=True`` when the
      block grid has a core lattice and, with the fusion found for it, the roofline of PERF_ANCHORS section 8
      (rates from ``device.PERF``) models it faster than the contiguous split run block by block:
-     ``max(busiest core's tile-MACs x FPU cycles / fpu_efficiency / clock, DRAM bytes / interleaved DRAM
-     bandwidth)``, DRAM bytes ``A x W / w + B x H / h + C`` on the lattice against every block reading its A and B
+     ``max(busiest core's tile-MACs x max(FPU cycles / fpu_efficiency, bytes unpacked per tile-MAC / unpack rate)
+     / clock, DRAM bytes / interleaved DRAM bandwidth)`` (the unpackers read fewer bytes per tile-MAC for the
+     larger DST subblocks of a fused block: perf_model's count), DRAM bytes ``A x W / w + B x H / h + C`` on the lattice against every block reading its A and B
      panels. A lattice that leaves most cores idle loses when the kernel is compute-bound; ``multicast=False``
      keeps the schedule as written.
 Attributes written: ``tt.super_block`` = ``{"factor": [h, w], "k_steps": f, "block": [bm, bn], "grid": [gy, gx]
@@ -66,6 +67,7 @@ from tvm import tirx
 from .. import attrs, compute_config
 from ..errors import TTError
 from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf
+from ..perf_model import matmul_block_unpack_tiles
 from ..schedule import lattice_rect, make_schedule_spec
 from ..target import TTOptions
 from .tensorize import _subblock
@@ -476,9 +478,10 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
     fp32 = str(g.c.dtype) == "float32"
     if g.trans_b:    # matmul_tiles: an A and a B tile per tile-MAC
         unpack = macs * (g.a.dtype.bits + g.b.dtype.bits) * 128
-    else:            # matmul_block over each DST subblock: sh A tiles and sw B tiles per sh * sw tile-MACs
+    else:            # matmul_block over each DST subblock, per sh * sw tile-MACs: the LLK's unpacks (perf_model)
         sh, sw = _subblock(h * mt, w * nt, dev.dst_capacity(fp32))
-        unpack = macs * (sh * g.a.dtype.bits + sw * g.b.dtype.bits) * 128 // (sh * sw)
+        tiles_a, tiles_b = matmul_block_unpack_tiles(sh, sw)
+        unpack = macs * (tiles_a * g.a.dtype.bits + tiles_b * g.b.dtype.bits) * 128 // (sh * sw)
     dram = steps * kb * 128 * (gy * mt * g.a.dtype.bits * (W // w) + gx * nt * g.b.dtype.bits * (H // h))
     pack = 0.0
     if h * w * mt * nt > dev.dst_capacity(fp32):    # CB resident: every fused K step re-packs the whole block
@@ -492,7 +495,8 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
 
 
 def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable: int) -> bool:
-    """The roofline (PERF_ANCHORS section 8) of the lattice with ``factor`` fused against the contiguous split."""
+    """The roofline (PERF_ANCHORS section 8) of the lattice with ``factor`` fused against the contiguous split: the
+    busiest core's FPU or unpacker time (a fused block feeds larger DST subblocks) against the DRAM time."""
     (gy, gx), (H, W), (h, w) = grid, rect, factor
     perf = get_perf(options.arch)
     fidelity = str(func.attrs[attrs.OPTIONS]["math_fidelity"] if attrs.OPTIONS in func.attrs
@@ -506,12 +510,24 @@ def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable
                                                 for s in g.epilogue)
     c_total = gy * gx * mt * nt * 1024 * out_bits // 8
 
-    def seconds(blocks_per_core: int, dram_bytes: int) -> float:
-        cycles = blocks_per_core * mt * nt * kt * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
+    def unpacked_per_mac(rows: int, cols: int) -> float:
+        """Bytes unpacked per tile-MAC: matmul_tiles its two tiles, matmul_block the LLK's count for the DST
+        subblock of a rows x cols block (perf_model)."""
+        if g.trans_b:
+            return a_tile + b_tile
+        sh, sw = _subblock(rows, cols, options.device.dst_capacity(str(g.c.dtype) == "float32"))
+        tiles_a, tiles_b = matmul_block_unpack_tiles(sh, sw)
+        return (tiles_a * a_tile + tiles_b * b_tile) / (sh * sw)
+
+    def seconds(blocks_per_core: int, dram_bytes: int, unpacked: float) -> float:
+        macs = blocks_per_core * mt * nt * kt
+        cycles = max(macs * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency,
+                     macs * unpacked / perf.unpack_bytes_per_cycle)
         return max(cycles / perf.clock_hz, dram_bytes / perf.dram_bw_interleaved)
 
-    contiguous = seconds(math.ceil(gy * gx / usable), gy * gx * (mt * kt * a_tile + nt * kt * b_tile) + c_total)
-    lattice = seconds(H * W, a_total * (W // w) + b_total * (H // h) + c_total)
+    contiguous = seconds(math.ceil(gy * gx / usable), gy * gx * (mt * kt * a_tile + nt * kt * b_tile) + c_total,
+                         unpacked_per_mac(mt, nt))
+    lattice = seconds(H * W, a_total * (W // w) + b_total * (H // h) + c_total, unpacked_per_mac(h * mt, w * nt))
     return lattice < contiguous
 
 
