@@ -187,8 +187,8 @@ def run_unit(root: Path, unit: Unit, timeout: float, logs: Path, jobs: int = 1) 
     log = logs / (re.sub(r"[^\w.-]+", "_", unit.id) + ".log")
     work = Path(tempfile.mkdtemp(prefix="tl-example-"))
     result_file = work / "result.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(asdict(unit)), str(Path(root)),
-           str(result_file)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(asdict(unit)),
+           str(Path(root).resolve()), str(result_file)]
     t0 = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, env=_child_env(jobs),

@@ -366,7 +366,7 @@ def classify(err: BaseException | None, root: Path, unit: Unit) -> tuple[str, st
     tt = next((e for e in _chain(err) if isinstance(e, TTError)), None)
     if tt is None and STATE.tt_errors and tuning:
         tt = STATE.tt_errors[-1]
-    if tt is not None:
+    if tt is not None and "does not compile" not in str(tt):     # generated code that does not build is a bug
         return "CLEAR", f"{type(tt).__name__}: {' '.join(str(tt).split())}"[:400]
     return "UNCLEAR", _first_line(err) + _where(err, root) + (_autotuner_error() if tuning else "")
 
