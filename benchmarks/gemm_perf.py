@@ -7,9 +7,10 @@ B transposed, fp32 accumulator) and the design's (32x32x32), each compiled with 
 automatic multicast and per-core super-blocks; column "fused": the h x w user blocks fused per core): cores used,
 our modeled time and TFLOPS, what binds it, DRAM bytes against the A + B + C minimum; then the same performance
 model applied to TTNN's 2-D multicast matmul on the same shape with every tensor in DRAM
-(tilelang_tt/ttnn_reference.py dram_config), and ours / TTNN's: a model against a model. How far the model of TTNN's
-kernel is from TT's measurements is benchmarks/calibration.py's table (docs/perf_model.md); nothing here divides a
-model by a measurement. The last columns model our kernel compiled with ``-multicast=false`` (the contiguous split).
+(tilelang_tt/ttnn_reference.py dram_config), and ours/TTNN: our TFLOPS over TTNN's, a model against a model. How
+far the model of TTNN's kernel is from TT's measurements is benchmarks/calibration.py's table (docs/perf_model.md);
+nothing here divides a model by a measurement. The last columns model our kernel compiled with ``-multicast=false``
+(the contiguous split).
 Then, for 4096^3 on wormhole_b0, DRAM bytes read + written by a protocol-only tt-sim run against the minimum.
 """
 

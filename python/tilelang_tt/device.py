@@ -344,7 +344,8 @@ PERF: dict[str, PerfProfile] = {
             f"operand feed 73.1 B/cycle (one rate), Float16_b 76.6, Bfp8_b 69.7 (per format); FPU efficiency "
             f"LoFi/HiFi2/HiFi4 0.892/0.872/0.895: {_FIT_BH}",
             "round trip 329 cycles: tt-npe blackhole.hpp get_read_latency, different row and column [S] S15",
-            "multicast handshake 300 cycles: 2 x tt-npe get_write_latency over a 10-hop row span (40 + 11 x 10) [S] S15",
+            "multicast handshake 300 cycles: 2 x tt-npe get_write_latency over a 10-hop row span (40 + 11 x 10) "
+            "[S] S15",
             f"launch {_LAUNCH_SECONDS * 1e6:.1f} us: shared with wormhole_b0 ({_FIT_WH})",
         ),
     ),
