@@ -408,8 +408,10 @@ def test_dequant_int4_tilelang_readme_form(arch):
 
 
 def test_dequant_int4_tilelang_readme_form_fp16():
-    # fp16 activations (TileLang's default dtype): Float16 CBs, HiFi4; weights and activations exact in the
-    # sources, fp32 accumulation, fp16 output rounding (2^-11 relative): Frobenius error below 2^-10
+    # fp16 activations (TileLang's default dtype): Float16 CBs, HiFi4, fp32 accumulation. SrcA's lowest fp16
+    # mantissa bit is consumed by no fidelity phase (2^-10 relative per product), and an fp16 output packed from fp32
+    # DST goes through bf16 (TT_KERNEL_PATTERNS 5b: 8 significant bits, 2^-9 relative): Frobenius error below
+    # 2^-9 + 2^-10
     torch.manual_seed(14)
     a = torch.randn(M, K, dtype=torch.float16)
     qb = torch.randint(-128, 128, (N, K // 2), dtype=torch.int8)
@@ -418,7 +420,7 @@ def test_dequant_int4_tilelang_readme_form_fp16():
     assert kernel.plan["math_fidelity"] == "HiFi4"
     ct = torch.empty(N, M, dtype=torch.float16)
     kernel(a, qb, ct)
-    assert rel_fro(ct, ref_unpack_int4(qb, "uint", 1) @ a.float().T) <= 2 ** -10
+    assert rel_fro(ct, ref_unpack_int4(qb, "uint", 1) @ a.float().T) <= 2 ** -9 + 2 ** -10
 
 
 def test_dequant_int4_package_roundtrip(act, tmp_path):
