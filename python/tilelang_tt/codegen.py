@@ -19,17 +19,18 @@ from tvm import IRModule, tirx
 from tvm.target import Target
 
 from . import attrs, compute_config, plan as plan_mod
-from .artifact import comment_text, safe_name, write_artifact
-from .device import FACE, TILE, get_device
+from .artifact import comment_text, write_artifact
+from .device import FACE, TILE
 from .errors import TTLoweringError
 from .formats import tensor_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
-from .names import NameSupply
+from .kernel_context import KernelContext, dim as _dim
+from .pipeline import build_program
 from .printer import call_text, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
-from .transform.common import shape_vars, source_of
+from .transform.common import source_of
 from .transform.prune_program import kernel_reads
-from .ttir import CB, CBInfo, Tensor, calls, dump
+from .ttir import CB, Tensor, calls, dump
 
 logger = logging.getLogger(__name__)
 
@@ -63,71 +64,10 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     src = source_of(func)
     if attrs.CB not in func.attrs:
         raise TTLoweringError("the function was not lowered by the TT pipeline", construct="codegen", source=src)
-    ctx = _Context(func, options)
-    from .pipeline import build_program
-
+    ctx = KernelContext(func, options)
     program = build_program(func, ctx, options)
     plan = _plan(ctx, program)
     return Artifact(ctx.name, _render(ctx, program, plan), plan)
-
-
-class _Context:
-    """What codegen reads from the lowered function: CBs, tensors and their C++ names (one NameSupply)."""
-
-    def __init__(self, func: tirx.PrimFunc, options: TTOptions):
-        self.func, self.options = func, options
-        self.src = source_of(func)
-        self.name = safe_name(str(func.attrs["global_symbol"]))
-        self.dev = get_device(options.arch)
-        opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
-        self.opts = opts
-        self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
-        # resolved by the TIR pipeline (annotation > target option > ttnn default for the data formats)
-        self.math_fidelity = str(opts.get("math_fidelity") or options.math_fidelity)
-        self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
-        self.names = NameSupply()
-        self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
-        self.tensor_names = {}
-        for i, buf in self.tensors:
-            t = self.names.fresh(buf.name)
-            self.names.used |= {f"{t}_grid", f"{t}_args", f"{t}_addr"}
-            self.tensor_names[i] = t
-        self.cb_vars = {n: self.names.fresh(f"cb_{n}") for n in sorted(self.cbs, key=lambda n: self.cbs[n]["index"])}
-        self.shape_vars = [self.names.var(v) for v in shape_vars(func)]
-        self.rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
-        # scalar kernel parameters (alpha: T.float32): runtime args of every kernel, float32 as its bit pattern
-        self.scalars = [(i, self.names.var(p), str(p.dtype)) for i, p in enumerate(func.params)
-                        if p not in func.buffer_map and p.name not in self.rt_names]
-        self.grid = [_dim(g) for g in func.attrs[attrs.GRID]]
-        self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
-
-    def program_cbs(self) -> dict:
-        return {n: CBInfo(n, e["index"], e["format"], e["block_tiles"], e["num_pages"], tuple(e["shape_tiles"]),
-                          tuple(e["producer"]), tuple(e["consumer"]), e["role"])
-                for n, e in self.cbs.items() if e.get("residency") != "dst"}
-
-    def shape(self, buf):
-        """Dimensions as ints, or C++ expressions of the (renamed) symbolic dimensions."""
-        return self.dims(buf.shape)
-
-    def dims(self, dims):
-        renames = self.names.renames()
-        return tuple(_dim(tirx.stmt_functor.substitute(d, renames) if isinstance(d, tirx.PrimExpr) and
-                          not isinstance(d, tirx.IntImm) else d) for d in dims)
-
-
-def _cb_entry(v) -> dict:
-    e = {str(k): (list(vv) if not isinstance(vv, (int, str, float, bool)) else vv) for k, vv in v.items()}
-    e["producer"] = sorted(str(x) for x in e["producer"])
-    e["consumer"] = sorted(str(x) for x in e["consumer"])
-    for key in ("shape_tiles", "subblock"):
-        if key in e:
-            e[key] = [int(x) for x in e[key]]
-    if "band" in e:
-        e["band"] = {str(k): int(x) for k, x in v["band"].items()}
-    for key in ("index", "block_tiles", "num_pages", "bytes", "page_size", "depth_blocks"):
-        e[key] = int(e[key])
-    return e
 
 
 # The reader runtime args of one multicast group (TTMulticastReuse), in order: the sender's NoC coordinates, the
@@ -136,18 +76,18 @@ MCAST_ARGS = ("sender_x", "sender_y", "first_x", "first_y", "last_x", "last_y", 
               "sender_sem", "receiver_sem")
 
 
-def _kernel_tensors(ctx: _Context, program, role: str) -> list[int]:
+def _kernel_tensors(ctx: KernelContext, program, role: str) -> list[int]:
     used = {a.name for c in calls(program.kernels[role].body) for a in c.args if isinstance(a, Tensor)}
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
-def _written_tensors(ctx: _Context, program) -> list[int]:
+def _written_tensors(ctx: KernelContext, program) -> list[int]:
     """The tensors the writer stores to (an index tensor the writer reads is an input)."""
     used = {c.args[1].name for c in calls(program.kernels["writer"].body) if c.op.startswith("write_tiles")}
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
-def _kernel_specs(ctx: _Context, program) -> dict:
+def _kernel_specs(ctx: KernelContext, program) -> dict:
     shape_names = [v.name for v in ctx.shape_vars]
     kernels = {}
     for role in ("reader", "writer"):
@@ -173,7 +113,7 @@ def _kernel_specs(ctx: _Context, program) -> dict:
     return kernels
 
 
-def _buffers(ctx: _Context, program) -> list:
+def _buffers(ctx: KernelContext, program) -> list:
     shards, padding = ctx.func.attrs[attrs.SHARDS], ctx.func.attrs[attrs.PADDING]
     writes = _written_tensors(ctx, program)
     reads = [i for i in {*_kernel_tensors(ctx, program, "reader"), *_kernel_tensors(ctx, program, "writer")}
@@ -203,7 +143,7 @@ def _buffers(ctx: _Context, program) -> list:
     return out
 
 
-def _plan_cbs(ctx: _Context) -> list:
+def _plan_cbs(ctx: KernelContext) -> list:
     out = []
     for n, e in sorted(ctx.cbs.items(), key=lambda kv: kv[1]["index"]):
         if e.get("residency") == "dst":
@@ -222,7 +162,7 @@ def _plan_cbs(ctx: _Context) -> list:
     return out
 
 
-def _plan(ctx: _Context, program) -> dict:
+def _plan(ctx: KernelContext, program) -> dict:
     schedule = ctx.func.attrs[attrs.SCHEDULE]
     sched = _plain({str(k): v for k, v in schedule.items() if str(k) != "mapping"})
     dev = ctx.dev
@@ -249,7 +189,7 @@ def _plan(ctx: _Context, program) -> dict:
     return plan
 
 
-def _cb_decls(ctx: _Context, body) -> list:
+def _cb_decls(ctx: KernelContext, body) -> list:
     used = {a.name for c in calls(body) for a in c.args if isinstance(a, CB)}
     return [{"var": ctx.cb_vars[n], "index": e["index"],
              "comment": comment_text(f"{n}: {e['shape_tiles'][0]}x{e['shape_tiles'][1]} tiles {e['dtype']}, {e['role']}, "
@@ -264,7 +204,7 @@ def _layout_used(kernel: dict, names: set) -> dict:
     return _with_layout(kernel, layout)
 
 
-def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
+def _render_dataflow(ctx: KernelContext, program, plan, role: str) -> str:
     body = program.kernels[role].body
     tensors, needed = [], kernel_reads(body)
     for i in _kernel_tensors(ctx, program, role):
@@ -286,7 +226,7 @@ def _render_dataflow(ctx: _Context, program, plan, role: str) -> str:
         mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
 
 
-def _render_compute(ctx: _Context, program, plan) -> str:
+def _render_compute(ctx: KernelContext, program, plan) -> str:
     k = program.kernels["compute"]
     startup = call_text(k.startup, ctx.cb_vars).rstrip(";")
     return _ENV.get_template("compute.cpp.j2").render(
@@ -297,7 +237,7 @@ def _render_compute(ctx: _Context, program, plan) -> str:
         dst_capacity=program.dst_capacity, float_bits=uses_runtime_scalars(k.body))
 
 
-def _render(ctx: _Context, program, plan) -> dict[str, str]:
+def _render(ctx: KernelContext, program, plan) -> dict[str, str]:
     exe = f"{ctx.name}_host"
     return {
         "kernels/reader.cpp": _render_dataflow(ctx, program, plan, "reader"),
@@ -308,19 +248,6 @@ def _render(ctx: _Context, program, plan) -> dict[str, str]:
         "host.cpp": _ENV.get_template("host.cpp.j2").render(plan=plan, exe=exe),
         "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=ctx.name, exe=exe),
     }
-
-
-def _dim(d):
-    """A dimension as an int, or as a C++ expression over the symbolic dimensions (T.dynamic)."""
-    from tvm import tirx as _t
-
-    if isinstance(d, int):
-        return d
-    if isinstance(d, _t.IntImm):
-        return int(d.value)
-    from .cexpr import cexpr
-
-    return cexpr(d)
 
 
 def _tiles(n):

@@ -239,6 +239,14 @@ def get_device(arch: str) -> DeviceProfile:
 FPU_CYCLES_PER_TILE_MATMUL = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
 FIDELITY_PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 
+
+def matmul_block_unpack_tiles(rt: int, ct: int) -> tuple[int, int]:
+    """Tiles of in0 and in1 one matmul_block call (one K tile of an rt x ct output) unpacks: the LLK walks the
+    smaller output dimension, unpacking one tile of that operand and every tile of the other for each step (tt-llk
+    _llk_unpack_AB_matmul_: reuse_a = ct >= rt, t_dim = min(rt, ct))."""
+    return (rt, rt * ct) if ct >= rt else (ct * rt, ct)
+
+
 # The calibration points: tt-metal's GEMM_FLOPS report [P] S1 (N150 8x8, traced, BF16 HiFi4/HiFi2, BFP8 HiFi2/LoFi,
 # BFP4 LoFi, M=K=N 512..16384: 35 points; P150 11x10 and 13x10 best results: 17 points) and the single-core
 # subblock report [P] S16 (3 points), each modeled as TTNN's program (ttnn_reference.py). Fit residuals

@@ -53,7 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ttir
-from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf
+from .device import (FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf,
+                     matmul_block_unpack_tiles)
 from .intrinsics import CALLS
 
 LABEL = "performance model (modeled, not measured)"
@@ -412,13 +413,6 @@ def _name(arg) -> str:
     if isinstance(arg, (ttir.CB, ttir.Tensor)):
         return arg.name
     return arg.text if isinstance(arg, ttir.Lit) else str(arg)
-
-
-def matmul_block_unpack_tiles(rt: int, ct: int) -> tuple[int, int]:
-    """Tiles of in0 and in1 one matmul_block call (one K tile of an rt x ct output) unpacks: the LLK walks the
-    smaller output dimension, unpacking one tile of that operand and every tile of the other for each step (tt-llk
-    _llk_unpack_AB_matmul_: reuse_a = ct >= rt, t_dim = min(rt, ct))."""
-    return (rt, rt * ct) if ct >= rt else (ct * rt, ct)
 
 
 class _Counter:

@@ -22,6 +22,11 @@ GridToPersistentTT splits and every block shape after it.
 StreamBandsTT runs last, once TensorizeTT has placed every accumulator (DST or a CB): it checks the CBs fit L1 and,
 where they do not, streams a matmul's A block in row bands.
 
+SDPAFusionTT and SuperBlockTT choose among candidates (a K/V chunk, a fusion factor) by whether each compiles and
+fits L1: the pipeline hands them ``lower_candidate``, which runs a candidate through the passes from
+GridToPersistentTT on (and, for SuperBlockTT, the TT program passes up to VerifyTTProgram). They never import the
+pipeline or the codegen.
+
 TT program passes (``build_program``, run by codegen on the tile program):
 
     LowerToTTProgram -> TTMulticastReuse -> PlaceCBPops -> AllocateDST -> HoistInits -> PruneProgram
@@ -41,6 +46,7 @@ from tvm import IRModule, tirx
 from tvm.target import Target
 
 from . import attrs, compute_config
+from .kernel_context import KernelContext
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.dead_values import eliminate_dead_values
@@ -60,6 +66,7 @@ logger = logging.getLogger(__name__)
 
 DUMP_ENV = "TILELANG_TT_DUMP_IR"
 DEVICE_KERNEL_LAUNCH = 2   # tvm CallingConv.DEVICE_KERNEL_LAUNCH: routes the function to device codegen
+CANDIDATE_FROM = "GridToPersistentTT"   # lower_candidate runs the passes from this one on
 
 
 def passes(options: TTOptions):
@@ -73,8 +80,8 @@ def passes(options: TTOptions):
         ("InlineIndexLetsTT", inline_index_lets),
         ("PredicateParallelTT", predicate_parallel),
         ("UnpackWeightsTT", unpack_weights),
-        ("SDPAFusionTT", lambda f: sdpa_fusion(f, options)),
-        ("SuperBlockTT", lambda f: super_block(f, options)),
+        ("SDPAFusionTT", lambda f: sdpa_fusion(f, options, lambda g: lower_candidate(g, options))),
+        ("SuperBlockTT", lambda f: super_block(f, options, lambda g: lower_candidate(g, options, program=True))),
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
         ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x, dev.l1_usable_bytes)),
         ("TilePadTT", tile_pad),
@@ -85,6 +92,21 @@ def passes(options: TTOptions):
         seq.append(("EliminateDeadValuesTT", eliminate_dead_values))
     seq.append(("StreamBandsTT", lambda f: stream_bands(f, dev)))
     return seq
+
+
+def lower_candidate(func, options: TTOptions, program: bool = False):
+    """One candidate of a pass that chooses among several (SDPAFusionTT's K/V chunk, SuperBlockTT's fusion factor),
+    lowered through the passes from CANDIDATE_FROM on and, with ``program``, built into its verified TT program: it
+    raises the TTError the lowering raises (StreamBandsTT's TTResourceError when the CBs do not fit L1). The pipeline
+    hands it to those passes, which never import the pipeline or the codegen; the result is thrown away (the chosen
+    candidate is lowered again as the kernel, with its own names)."""
+    seq = passes(options)
+    start = next(i for i, (name, _) in enumerate(seq) if name == CANDIDATE_FROM)
+    for _, fn in seq[start:]:
+        func = fn(func)
+    if program and attrs.OPTIONS in func.attrs and options.tensorize:
+        build_program(func, KernelContext(func, options), options)
+    return func
 
 
 def _dump(mod: IRModule, step: int, name: str) -> None:

@@ -7,6 +7,7 @@ variable names or printed text.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -16,6 +17,8 @@ from tvm.ir import Op
 
 from ..device import TILE  # noqa: F401  (re-exported for the passes)
 from ..errors import TTError, TTLoweringError
+from ..names import generated
+from ..ttir import For, Lit
 
 
 def visit(node, fn) -> None:
@@ -255,3 +258,53 @@ def simplify(expr):
 def prim_func_pass(name: str):
     """Decorator: a module pass over every PrimFunc, named for the IR dump."""
     return tirx.transform.prim_func_pass(opt_level=0, name=name)
+
+
+# ---- shared by TensorizeTT, LowerToTTProgram and the element-wise lowering (lower_eltwise.py) -----------------
+SCALER = "reduce_scaler"     # the CB of the reduce scaler tile (TensorizeTT adds it; the reader fills it once)
+BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}   # TIR node -> the TT binary op
+
+
+def buffer_loads(expr) -> list:
+    """The names of the buffers ``expr`` loads, in visit order."""
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n.buffer.name)
+                                       if isinstance(n, tirx.BufferLoad) else None)
+    return found
+
+
+def strip_cast(e):
+    while isinstance(e, tirx.Cast):
+        e = e.value
+    return e
+
+
+def is_scalar(e) -> bool:
+    """True for a value the same for every element: a constant, or an integer expression of the kernel's
+    variables (``bx * 64 + past_len``), known at run time."""
+    e = strip_cast(e)
+    if isinstance(e, (tirx.FloatImm, tirx.IntImm)):
+        return True
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
+                                       if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
+    return not found and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
+
+
+def float_bits(value: float) -> Lit:
+    return Lit(f"0x{struct.unpack('<I', struct.pack('<f', float(value)))[0]:08x}u")
+
+
+def float_lit(value: float) -> Lit:
+    if value in (float("inf"), float("-inf")):
+        return Lit(("-" if value < 0 else "") + "__builtin_inff()")
+    text = repr(float(value))
+    return Lit(text + ("f" if "e" in text or "." in text else ".0f"))
+
+
+def loop(name: str, extent: int, body_fn) -> list:
+    """``for name in [0, extent)``: body_fn(index expr) -> nodes; an extent-1 loop is its body at 0."""
+    if extent == 1:
+        return body_fn(tirx.IntImm("int32", 0))
+    var = generated(name)
+    return [For(var, tirx.IntImm("int32", 0), tirx.IntImm("int32", extent), body_fn(var))]

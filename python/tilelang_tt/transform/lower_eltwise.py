@@ -20,9 +20,7 @@ from ..device import CB_INT_FORMATS, TYPECAST_INT_FORMATS
 from ..errors import TTUnsupportedError
 from ..intrinsics import CALLS, UNARY_TIR_OPS
 from ..ttir import CB, Call, Dst, Lit, Scalar, vreg
-from .lower_to_program import _BINARY, _loads, float_bits, float_lit, loop
-from .common import const_value
-from .tensorize import is_scalar, strip_cast
+from .common import BINARY, buffer_loads, const_value, float_bits, float_lit, is_scalar, loop, strip_cast
 
 
 _COMPARE = {tirx.GT: "gt", tirx.LT: "lt", tirx.GE: "ge", tirx.LE: "le", tirx.EQ: "eq", tirx.NE: "ne"}
@@ -49,7 +47,7 @@ def _float_format(lw) -> str:
 
 def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     d = lw.cbs[d_name]
-    loads = _loads(expr)
+    loads = buffer_loads(expr)
     if lw.dst_frag is not None and lw.dst_frag in loads:
         return _copy_out_of_dst(lw, d_name, expr, note)
     rows, cols = d["shape_tiles"]
@@ -276,7 +274,7 @@ class _Eval:
             return self.minmax(e, out)
         if isinstance(e, tuple(_COMPARE)):
             return self.compare(e, out)
-        if isinstance(e, tuple(_BINARY)):
+        if isinstance(e, tuple(BINARY)):
             return self.binary(e, out)
         raise TTUnsupportedError(f"cannot evaluate {type(e).__name__} `{e}` on TT tiles", construct=str(e),
                                  source=self.lw.src)
@@ -349,7 +347,7 @@ class _Eval:
 
     def binary(self, e, out) -> Dst:
         a, b = strip_cast(e.a), strip_cast(e.b)
-        kind = _BINARY[type(e)]
+        kind = BINARY[type(e)]
         if is_scalar(a) or is_scalar(b):
             scalar_first = is_scalar(a)
             x, s = (b, a) if scalar_first else (a, b)
@@ -419,7 +417,7 @@ def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
                 ev.unary(out, "relu_tile", Dst(i))
             else:
                 a, b = strip_cast(node.a), strip_cast(node.b)
-                kind = _BINARY[type(node)]
+                kind = BINARY[type(node)]
                 scalar_first = is_scalar(a)
                 value = float((a if scalar_first else b).value)
                 if scalar_first and kind == "div":

@@ -29,8 +29,6 @@ Errors: TTUnsupportedError for tile-program shapes the TT lowering cannot expres
 
 from __future__ import annotations
 
-import struct
-
 import tvm
 from tvm import tirx
 
@@ -38,34 +36,12 @@ from .. import attrs
 from ..compute_config import exact_reduce
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, tt_op_of
-from ..names import NameSupply, generated
+from ..names import NameSupply
 from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg
-from .common import TileOps, describe, tile_op_call
+from .common import SCALER, TileOps, buffer_loads, describe, float_lit, loop, tile_op_call
+from .lower_eltwise import lower_eltwise
 
 _KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows")
-SCALER = "reduce_scaler"     # the CB of the reduce scaler tile (TensorizeTT adds it; the reader fills it once)
-_BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}
-
-
-def float_bits(value: float) -> Lit:
-    return Lit(f"0x{struct.unpack('<I', struct.pack('<f', float(value)))[0]:08x}u")
-
-
-def float_lit(value: float) -> Lit:
-    if value in (float("inf"), float("-inf")):
-        return Lit(("-" if value < 0 else "") + "__builtin_inff()")
-    text = repr(float(value))
-    return Lit(text + ("f" if "e" in text or "." in text else ".0f"))
-
-
-def loop(name: str, extent: int, body_fn) -> list:
-    """``for name in [0, extent)``: body_fn(index expr) -> nodes; an extent-1 loop is its body at 0."""
-    if extent == 1:
-        return body_fn(tirx.IntImm("int32", 0))
-    var = generated(name)
-    return [For(var, tirx.IntImm("int32", 0), tirx.IntImm("int32", extent), body_fn(var))]
-
-
 class LowerToProgram:
     def __init__(self, func: tirx.PrimFunc, name: str, cbs: dict, tensor_names: dict, names: NameSupply,
                  dst_capacity: int, fp32_acc: bool, source: str | None):
@@ -190,7 +166,7 @@ class LowerToProgram:
             names = [self.by_index[int(a)] for a in found[1].args[:2]
                      if isinstance(a, tirx.IntImm) and int(a) in self.by_index]
             if found[0].same_as(TTOps.eltwise):
-                loads = _loads(found[1].args[1])
+                loads = buffer_loads(found[1].args[1])
                 return [(n, "r" if n in loads else "w") for n in names[:1]] + [(n, "r") for n in loads]
             if found[0].same_as(TTOps.reduce) and len(names) == 2:     # (src, dst, kind, dim, clear, ...)
                 return [(names[0], "r"), (names[1], "w" if bool(found[1].args[4]) else "r")]
@@ -241,7 +217,7 @@ class LowerToProgram:
 
         def visit(node):
             found = tt_op_of(node) if isinstance(node, tirx.Evaluate) else None
-            if found is not None and found[0].same_as(TTOps.eltwise) and self.dst_frag in _loads(found[1].args[1]):
+            if found is not None and found[0].same_as(TTOps.eltwise) and self.dst_frag in buffer_loads(found[1].args[1]):
                 self.dst_frag_out = self.cb_name(found[1].args[0])
 
         tirx.stmt_functor.post_order_visit(body, visit)
@@ -652,14 +628,4 @@ class LowerToProgram:
             tirx.floormod(r, sh) * sw + tirx.floormod(c, sw)
 
     def op_eltwise(self, args, note) -> dict:
-        from .lower_eltwise import lower_eltwise
-
         return {"compute": lower_eltwise(self, self.cb_name(args[0]), args[1], note)}
-
-
-def _loads(expr) -> list:
-    found = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n.buffer.name)
-                                       if isinstance(n, tirx.BufferLoad) else None)
-    return found
-

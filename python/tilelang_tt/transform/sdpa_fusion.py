@@ -474,7 +474,7 @@ def _schedule_annotation(block):
     return block.annotations.get(attrs.SCHEDULE_ANNOTATION) if block.annotations else None
 
 
-def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
+def sdpa_fusion(func: tirx.PrimFunc, options, lower=None) -> tirx.PrimFunc:
     grid = _grid(func)
     block = _root_block(func)
     if grid is None or block is None:
@@ -488,7 +488,7 @@ def sdpa_fusion(func: tirx.PrimFunc, options) -> tirx.PrimFunc:
         return _fuse(func, options, grid, block, match, int(ann["qk_chunk_tiles"]) * TILE, "annotation")
     if _tile_bytes_estimate(block) <= options.device.l1_usable_bytes * 0.9:
         return _fuse(func, options, grid, block, match, k_rows, "block_N")
-    return _chunk_from_l1(func, options, grid, block, match, k_rows)
+    return _chunk_from_l1(func, options, grid, block, match, k_rows, lower)
 
 
 def _tile_bytes_estimate(block) -> int:
@@ -497,28 +497,26 @@ def _tile_bytes_estimate(block) -> int:
                if all(isinstance(d, tirx.IntImm) for d in b.shape))
 
 
-def _chunk_from_l1(func, options, grid, block, match, k_rows):
-    """The kernel's block_N, or the largest halving of it whose circular buffers fit L1 (GridToPersistentTT ..
-    TensorizeTT run on each candidate); the kernel as written when none fits (its L1 error then surfaces)."""
+def _chunk_from_l1(func, options, grid, block, match, k_rows, lower):
+    """The kernel's block_N, or the largest halving of it whose circular buffers fit L1: ``lower`` (the pipeline's
+    ``lower_candidate``: GridToPersistentTT .. StreamBandsTT, handed in, never imported) raises TTResourceError for
+    a candidate that does not fit. The kernel as written when none fits (its L1 error then surfaces), or when the
+    pass runs on its own (no ``lower``)."""
     from ..errors import TTResourceError
-    from ..pipeline import passes
 
-    seq = passes(options)
-    start = next(i for i, (name, _) in enumerate(seq) if name == "GridToPersistentTT")
     rows = k_rows
-    while True:
+    while lower is not None:
         try:
             fused = _fuse(func, options, grid, block, match, rows, "L1" if rows != k_rows else "block_N")
-            lowered = fused
-            for _, fn in seq[start:]:
-                lowered = fn(lowered)
+            lower(fused)
             return fused
         except TTResourceError:
             if rows % (2 * TILE):
-                return _fuse(func, options, grid, block, match, k_rows, "block_N")
+                break
             rows //= 2
         except TTError:
-            return _fuse(func, options, grid, block, match, k_rows, "block_N")
+            break
+    return _fuse(func, options, grid, block, match, k_rows, "block_N")
 
 
 def _fuse(func, options, grid, block, match, chunk_rows: int, chosen_by: str):
@@ -655,11 +653,11 @@ def _replace_block(stmt, old, new):
     return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.SBlock"])
 
 
-def SDPAFusionTT(options):
+def SDPAFusionTT(options, lower=None):
     from .common import prim_func_pass
 
     @prim_func_pass("tt.SDPAFusionTT")
     def transform(func, mod, ctx):
-        return sdpa_fusion(func, options)
+        return sdpa_fusion(func, options, lower)
 
     return transform

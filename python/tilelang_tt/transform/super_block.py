@@ -32,9 +32,10 @@ Out: the grid ``(gx / w, gy / h)``; ``A_s`` ``h`` times taller (``bm -> h * bm``
      ``(h, w, f)`` (``f`` below) is the candidate with the least modeled time at the performance model's rates
      (``_core_seconds``: max of a core's FPU, unpack and pack time, where a CB-resident accumulator is packed,
      with packer L1 accumulation, once per fused K step, and the DRAM time), then the least DRAM traffic under multicast (``A`` read ``W / w`` times, ``B`` ``H / h``
-     times), then the largest, whose circular buffers fit the usable L1 and that compiles: the candidate is run
-     through GridToPersistentTT .. StreamBandsTT (which streams A in bands where that makes the CBs fit) and codegen's
-     program passes up to VerifyTTProgram. ``f`` K steps (a divisor of a static K loop from 0 up to
+     times), then the largest, whose circular buffers fit the usable L1 and that compiles: ``lower`` (the pipeline's
+     ``lower_candidate``, handed in: this pass never imports the pipeline or the codegen) runs the candidate through
+     GridToPersistentTT .. StreamBandsTT (which streams A in bands where that makes the CBs fit) and the TT program
+     passes up to VerifyTTProgram; without ``lower`` (the pass used on its own) the first candidate is taken. ``f`` K steps (a divisor of a static K loop from 0 up to
      ``K_STEPS_FUSED``) become one:
      ``A_s`` / ``B_s`` ``f`` times wider along K, the loop ``f`` times shorter, the gemm's K ``f * bk``, so the
      CB-resident accumulator is reloaded and re-packed once per ``f`` K tiles (tt-metal's ``in0_block_w``) and
@@ -66,8 +67,7 @@ from tvm import tirx
 
 from .. import attrs, compute_config
 from ..errors import TTError
-from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf
-from ..perf_model import matmul_block_unpack_tiles
+from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf, matmul_block_unpack_tiles
 from ..schedule import lattice_rect, make_schedule_spec
 from ..target import TTOptions
 from .tensorize import _subblock
@@ -368,26 +368,19 @@ def _rebuild(func, loops, pre, realize, root, extents=None):
     return tirx.PrimFunc(func.params, body, func.ret_type, func.buffer_map, func.attrs, func.span)
 
 
-def _fits(func, options: TTOptions) -> bool:
-    """The candidate lowers through GridToPersistentTT .. StreamBandsTT (its CBs fit the usable L1), and (inside
-    the pipeline, where the resolved options are attached) through the program passes and VerifyTTProgram too,
-    so a fused kernel never fails to compile where the user's kernel compiles."""
-    from ..codegen import generate
-    from ..pipeline import passes
-
-    seq = passes(options)
-    start = next(i for i, (name, _) in enumerate(seq) if name == "GridToPersistentTT")
+def _fits(func, lower) -> bool:
+    """The candidate compiles: ``lower`` raises no TTError (StreamBandsTT refuses CBs that do not fit L1, the program
+    passes and VerifyTTProgram the rest), so a fused kernel never fails to compile where the user's kernel compiles."""
+    if lower is None:
+        return True
     try:
-        for _, fn in seq[start:]:     # StreamBandsTT, the last, refuses CBs that do not fit L1
-            func = fn(func)
-        if attrs.OPTIONS in func.attrs and options.tensorize:
-            generate(func, options)
+        lower(func)
     except TTError:
         return False
     return True
 
 
-def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
+def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.PrimFunc:
     from .grid_to_persistent import _find_schedule_annotation
 
     if func.attrs is not None and attrs.SDPA in func.attrs:
@@ -448,7 +441,7 @@ def super_block(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     for h, w, f in candidates:
         fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
         fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
-        if _fits(fused, options):
+        if _fits(fused, lower):
             chosen = (fused, h, w, f)
             break
     if chosen is None:
@@ -531,9 +524,9 @@ def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable
     return lattice < contiguous
 
 
-def SuperBlockTT(options: TTOptions):
+def SuperBlockTT(options: TTOptions, lower=None):
     @prim_func_pass("tt.SuperBlockTT")
     def transform(func, mod, ctx):
-        return super_block(func, options)
+        return super_block(func, options, lower)
 
     return transform

@@ -35,10 +35,7 @@ from ..errors import TTUnsupportedError
 from ..compute_config import exact_reduce
 from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
-from .lower_to_program import SCALER
-from .common import visit as walk, TileOps, const_value, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
-
-_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div)
+from .common import SCALER, is_scalar, strip_cast, visit as walk, TileOps, const_value, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
 
 def dst_slots(expr) -> int:
@@ -69,24 +66,6 @@ def _operands(e):
     if isinstance(e, tirx.Not):
         return [e.a]
     return [e.a, e.b]
-
-
-def strip_cast(e):
-    while isinstance(e, tirx.Cast):
-        e = e.value
-    return e
-
-
-def is_scalar(e) -> bool:
-    """True for a value the same for every element: a constant, or an integer expression of the kernel's
-    variables (``bx * 64 + past_len``), known at run time."""
-    e = strip_cast(e)
-    if isinstance(e, (tirx.FloatImm, tirx.IntImm)):
-        return True
-    found = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
-                                       if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
-    return not found and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
 
 
 class _Tensorizer:

@@ -1,0 +1,91 @@
+"""The per-kernel compile context: what the TT program build (``pipeline.build_program``) and the printers
+(``codegen.py``) read from a PrimFunc the TIR passes lowered, and the names every identifier reaching C++ gets.
+
+One ``KernelContext`` per compile of one kernel; each candidate the pipeline tries (``pipeline.lower_candidate``)
+gets its own, so nothing a trial names leaks into the kernel that is finally generated.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from . import attrs
+from .artifact import safe_name
+from .device import get_device
+from .names import NameSupply
+from .target import TTOptions
+from .transform.common import shape_vars, source_of
+from .ttir import CBInfo
+
+
+class KernelContext:
+    """What the TT program build and the printers read from one lowered function: its CBs, tensors and schedule
+    arguments, and their C++ names (one NameSupply for the whole kernel)."""
+
+    def __init__(self, func: tirx.PrimFunc, options: TTOptions):
+        self.func, self.options = func, options
+        self.src = source_of(func)
+        self.name = safe_name(str(func.attrs["global_symbol"]))
+        self.dev = get_device(options.arch)
+        opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
+        self.opts = opts
+        self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
+        # resolved by the TIR pipeline (annotation > target option > ttnn default for the data formats)
+        self.math_fidelity = str(opts.get("math_fidelity") or options.math_fidelity)
+        self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
+        self.names = NameSupply()
+        self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
+        self.tensor_names = {}
+        for i, buf in self.tensors:
+            t = self.names.fresh(buf.name)
+            self.names.used |= {f"{t}_grid", f"{t}_args", f"{t}_addr"}
+            self.tensor_names[i] = t
+        self.cb_vars = {n: self.names.fresh(f"cb_{n}") for n in sorted(self.cbs, key=lambda n: self.cbs[n]["index"])}
+        self.shape_vars = [self.names.var(v) for v in shape_vars(func)]
+        self.rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
+        # scalar kernel parameters (alpha: T.float32): runtime args of every kernel, float32 as its bit pattern
+        self.scalars = [(i, self.names.var(p), str(p.dtype)) for i, p in enumerate(func.params)
+                        if p not in func.buffer_map and p.name not in self.rt_names]
+        self.grid = [dim(g) for g in func.attrs[attrs.GRID]]
+        self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
+
+    def program_cbs(self) -> dict:
+        return {n: CBInfo(n, e["index"], e["format"], e["block_tiles"], e["num_pages"], tuple(e["shape_tiles"]),
+                          tuple(e["producer"]), tuple(e["consumer"]), e["role"])
+                for n, e in self.cbs.items() if e.get("residency") != "dst"}
+
+    def shape(self, buf):
+        """Dimensions as ints, or C++ expressions of the (renamed) symbolic dimensions."""
+        return self.dims(buf.shape)
+
+    def dims(self, dims):
+        renames = self.names.renames()
+        return tuple(dim(tirx.stmt_functor.substitute(d, renames) if isinstance(d, tirx.PrimExpr) and
+                          not isinstance(d, tirx.IntImm) else d) for d in dims)
+
+
+def _cb_entry(v) -> dict:
+    e = {str(k): (list(vv) if not isinstance(vv, (int, str, float, bool)) else vv) for k, vv in v.items()}
+    e["producer"] = sorted(str(x) for x in e["producer"])
+    e["consumer"] = sorted(str(x) for x in e["consumer"])
+    for key in ("shape_tiles", "subblock"):
+        if key in e:
+            e[key] = [int(x) for x in e[key]]
+    if "band" in e:
+        e["band"] = {str(k): int(x) for k, x in v["band"].items()}
+    for key in ("index", "block_tiles", "num_pages", "bytes", "page_size", "depth_blocks"):
+        e[key] = int(e[key])
+    return e
+
+
+def dim(d):
+    """A dimension as an int, or as a C++ expression over the symbolic dimensions (T.dynamic)."""
+    from tvm import tirx as _t
+
+    if isinstance(d, int):
+        return d
+    if isinstance(d, _t.IntImm):
+        return int(d.value)
+    from .cexpr import cexpr
+
+    return cexpr(d)
