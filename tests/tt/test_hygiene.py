@@ -1,4 +1,5 @@
-"""Repository rules: one attribute-key registry, no print() in library code, atomic artifacts, the CLI."""
+"""Repository rules: one attribute-key registry, no print() in library code, imports without circles that run
+down the layers, atomic artifacts, the CLI."""
 
 import re
 import subprocess
@@ -31,6 +32,35 @@ def test_no_print_in_library_code():
         if path.name == "cli.py":
             continue
         assert not re.search(r"^\s*print\(", path.read_text(), re.M), path
+
+
+def _import_graph():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_imports_have_no_circle_and_run_down_the_layers():
+    """scripts/import_graph.py (docs/design.md's picture): no module reaches itself through its imports, deferred
+    ones included, and every import goes to the module's own layer or a lower one."""
+    graph = _import_graph()
+    assert graph.problems() == [], "\n".join(graph.problems())
+
+
+def test_the_import_check_sees_a_circle_and_an_upward_import():
+    """The check itself: one pass importing the codegen (what SuperBlockTT did) is both an upward import and a
+    circle (codegen -> pipeline -> the pass)."""
+    graph = _import_graph()
+    edges = graph.graph()
+    edges["transform.super_block"] = dict(edges["transform.super_block"], codegen=1)
+    found = graph.problems(edges)
+    assert any(line.startswith("import circle: ") and "tilelang_tt.codegen" in line and
+               "tilelang_tt.transform.super_block" in line for line in found), found
+    assert any("tilelang_tt.transform.super_block (layer passes) imports tilelang_tt.codegen (layer compile)" in line
+               for line in found), found
 
 
 def test_safe_name():
