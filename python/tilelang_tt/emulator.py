@@ -204,6 +204,7 @@ def untilize(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 POISON_ENV = "TILELANG_TT_POISON_PADDING"
 _POISON = {"Float32": np.float32(np.nan), "Float16": np.float16(np.nan), "Float16_b": np.uint16(0x7FC0),
+           "UInt8": np.uint8(0xA5),        # a byte the zero-filled padding is not
            "Int32": np.int32(0x7FC00000)}   # an index far past any tensor: a read of it must not happen
 
 
