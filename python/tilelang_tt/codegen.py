@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,9 +95,9 @@ def _kernel_specs(ctx: KernelContext, program) -> dict:
         layout += [{"name": n, "kind": "schedule"} for n in ctx.rt_names]
         layout += [{"name": n, "kind": "shape"} for n in shape_names]
         layout += [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]
-        if role == "reader" and program.multicast:   # per group, computed by the host (templates/host.cpp.j2)
-            layout += [{"name": f"{g['name']}_{f}", "kind": "multicast"} for g in program.multicast["groups"]
-                       for f in MCAST_ARGS]
+        if role == "reader" and program.multicast:   # per group: the core's route (TTMulticastReuse), semaphores
+            layout += [{"name": f"{g['name']}_{f}", "kind": "multicast", "group": i, "field": f}
+                       for i, g in enumerate(program.multicast["groups"]) for f in MCAST_ARGS]
         kernels[role] = {"file": KERNEL_FILES[role], "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
                          "compile_args": [{"tensor_accessor": t} for t in names], "runtime_args": {"layout": layout}}
@@ -212,7 +211,7 @@ def _render_dataflow(ctx: KernelContext, program, plan, role: str) -> str:
         shape = ctx.shape(buf)
         rows, cols = shape[-2], shape[-1]
         dims = (_tiles(rows), _tiles(cols), _last(rows), _last(cols))
-        needed |= {v.name for v in ctx.shape_vars if any(_mentions(str(d), v.name) for d in dims)}
+        needed |= ctx.shape_vars_of(buf)
         tensors.append({"name": ctx.tensor_names[i], "tiles_h": dims[0], "tiles_w": dims[1], "last_rows": dims[2],
                         "last_cols": dims[3], "shape": "x".join(map(str, shape)), "dtype": str(buf.dtype),
                         "static": all(isinstance(v, int) for v in dims)})
@@ -261,10 +260,6 @@ def _last(n):
 
 def _mul(a, b):
     return a * b if isinstance(a, int) and isinstance(b, int) else f"({a}) * ({b})"
-
-
-def _mentions(text: str, name: str) -> bool:
-    return re.search(rf"\b{re.escape(name)}\b", text) is not None
 
 
 def _with_layout(kernel: dict, layout: list) -> dict:

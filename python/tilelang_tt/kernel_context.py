@@ -58,6 +58,16 @@ class KernelContext:
         """Dimensions as ints, or C++ expressions of the (renamed) symbolic dimensions."""
         return self.dims(buf.shape)
 
+    def shape_vars_of(self, buf) -> set:
+        """The C++ names of the symbolic dimensions (T.dynamic) ``buf``'s shape uses, found in its expressions."""
+        found: set = set()
+        for d in buf.shape:
+            if isinstance(d, tirx.PrimExpr) and not isinstance(d, tirx.IntImm):
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(d), lambda n: found.add(n)
+                                                   if isinstance(n, tirx.Var) else None)
+        twins = {new.name for old, new in self.names.renames().items() if any(old.same_as(v) for v in found)}
+        return twins & {v.name for v in self.shape_vars}
+
     def dims(self, dims):
         renames = self.names.renames()
         return tuple(dim(tirx.stmt_functor.substitute(d, renames) if isinstance(d, tirx.PrimExpr) and

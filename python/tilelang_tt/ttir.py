@@ -6,7 +6,8 @@ checks it; ``printer.py`` prints it. Every decision (DST slots, CB protocol, ini
 visible here, so it can be dumped (``dump``), compared in golden tests and walked by passes.
 
 Nodes
-  ``For(var, min, extent, body)``   a counted loop (``var`` a ``tirx.Var``; ``min``/``extent`` PrimExprs)
+  ``For(var, min, extent, body)``   a counted loop (``var`` a ``tirx.Var``; ``min``/``extent`` PrimExprs;
+                                    ``persistent`` marks the loop over the core's blocks)
   ``Let(var, value)``               ``const uint32_t var = value;``
   ``Call(op, args, note)``          one TT-Metalium call; ``op`` is a key of ``intrinsics.CALLS``
 Arguments of a call
@@ -121,10 +122,16 @@ class Let(_Node):
 
 
 class For(_Node):
-    _fields = ("var", "min", "extent", "body", "note")
+    _fields = ("var", "min", "extent", "body", "note", "persistent")
 
-    def __init__(self, var: tirx.Var, min, extent, body: list, note: str = ""):  # noqa: A002
+    def __init__(self, var: tirx.Var, min, extent, body: list, note: str = "", persistent: bool = False):  # noqa: A002
         self.var, self.min, self.extent, self.body, self.note = var, min, extent, body, note
+        self.persistent = persistent    # the loop over this core's blocks (GridToPersistentTT's, tt.persistent_loop)
+
+    def rebuilt(self, body: list, min=None, extent=None) -> "For":  # noqa: A002
+        """This loop with another body (and bounds): what a pass that rewrites a body returns, flags kept."""
+        return For(self.var, self.min if min is None else min, self.extent if extent is None else extent, body,
+                   self.note, self.persistent)
 
 
 class Kernel(_Node):

@@ -84,10 +84,15 @@ def test_plan_valid_and_covers_every_block(name):
     for cb in plan["cbs"]:
         assert cb["bytes"] == cb["num_pages"] * cb["page_size"]
         assert f"CircularBufferConfig({cb['bytes']}, {{{{{cb['index']}, tt::DataFormat::{cb['format']}}}}})" in art.files["host.cpp"]
-    # the host program carries the plan's mapping verbatim
-    for m in plan["mapping"]:
+    # the host program carries the plan's mapping verbatim (and, on a multicast lattice, each core's routes)
+    groups = plan.get("multicast", {}).get("groups", [])
+    for i, m in enumerate(plan["mapping"]):
         args = ", ".join(str(m[n]) for n in plan["runtime_args"])
-        assert f"{{{m['core'][1]}, {m['core'][0]}, {{{args}}}}}," in art.files["host.cpp"]
+        routes = ", ".join("{" + ", ".join([*(f"{{{r[k][1]}, {r[k][0]}}}" for k in ("sender", "first", "last")),
+                                            str(r["num_dests"]), str(int(r["is_sender"]))]) + "}"
+                           for r in (g["cores"][i] for g in groups))
+        row = f"{{{m['core'][1]}, {m['core'][0]}, {{{args}}}" + (f", {{{routes}}}" if groups else "") + "},"
+        assert row in art.files["host.cpp"], row
 
 
 def test_kernel_runtime_args_match_plan_layout():

@@ -7,6 +7,7 @@ sanitizer must stop the seeded handshake bugs below; every generated multicast a
 check (``TILELANG_TT_REAL_CHECK=0`` skips that test).
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -84,6 +85,34 @@ def test_plan_names_operands_and_axes(arch):
     rows, cols = m["lattice"]
     assert sorted(tuple(x["core"]) for x in kernel.plan["mapping"]) == [(y, x) for y in range(rows) for x in range(cols)]
     assert kernel.plan["schedule"]["multicast"] is True
+
+
+def test_routes_are_computed_by_the_pass_and_only_printed_by_the_host():
+    """TTMulticastReuse gives every core of the lattice its route in each group (logical [y, x]): along a core row
+    the sender and low corner are the row's first core, the high corner its last, cols - 1 receivers; down a column
+    likewise. The reader's runtime args name each route field by group and field, and host.cpp takes the values from
+    the plan: a plan with another sender renders a host program with that sender, and no lattice arithmetic."""
+    from tilelang_tt import codegen
+
+    kernel = tilelang.compile(mcast_gemm(256, 256, 64), target="tt -arch=wormhole_b0")
+    plan = kernel.plan
+    rows, cols = plan["multicast"]["lattice"]
+    groups = {g["tensor"]: g for g in plan["multicast"]["groups"]}
+    for i, m in enumerate(plan["mapping"]):
+        y, x = m["core"]
+        assert groups["A"]["cores"][i] == {"sender": [y, 0], "first": [y, 0], "last": [y, cols - 1],
+                                           "num_dests": cols - 1, "is_sender": x == 0}
+        assert groups["B"]["cores"][i] == {"sender": [0, x], "first": [0, x], "last": [rows - 1, x],
+                                           "num_dests": rows - 1, "is_sender": y == 0}
+    layout = [a for a in plan["kernels"]["reader"]["runtime_args"]["layout"] if a["kind"] == "multicast"]
+    assert [(a["group"], a["field"]) for a in layout] == [(g, f) for g in range(2) for f in codegen.MCAST_ARGS]
+    host = kernel.get_host_source()
+    assert "kLattice" not in host and "work.x == 0" not in host and "work.y == 0" not in host
+    moved = json.loads(json.dumps(plan))
+    moved["multicast"]["groups"][0]["cores"][0] = {"sender": [0, 3], "first": [0, 1], "last": [0, 5], "num_dests": 4,
+                                                   "is_sender": False}
+    text = codegen._ENV.get_template("host.cpp.j2").render(plan=moved, exe="x")
+    assert "{0, 0, {0, 0, 1, 1}, {{{3, 0}, {1, 0}, {5, 0}, 4, 0}, {{0, 0}, {0, 0}, {0, 7}, 7, 1}}}," in text
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -8,6 +8,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 import torch
+import tvm
 from tvm import tirx
 
 from tilelang_tt.errors import TTError, TTVerifyError
@@ -235,6 +236,27 @@ def test_verifier_rule(rule):
         _verify(BAD[rule]())
     assert info.value.rule == rule, str(info.value)
     assert "internal error in the" in str(info.value) and "test.py:1" in str(info.value)
+
+
+def test_the_persistent_loop_is_marked_and_counted_per_block():
+    """LowerToTTProgram marks the loop over the core's blocks (``For.persistent``), the program passes keep the mark,
+    and the cb-pages rule counts pages per block: inside the persistent loop, not times its trip count."""
+    from tests.tt.helpers import lower
+    from tilelang_tt.kernel_context import KernelContext
+    from tilelang_tt.pipeline import build_program
+    from tilelang_tt.transform.verify_program import _pages
+
+    func, opts = lower(k_range_gemm(0, 3))
+    program = build_program(func, KernelContext(func, opts), opts)
+    for role, kernel in program.kernels.items():
+        marked = [n for n in kernel.body if isinstance(n, For) and n.persistent]
+        assert len(marked) == 1, role
+    n, k = tirx.Var("n", "int32"), tirx.Var("k", "int32")
+    push = Call("cb_push_back", (IN, 2))
+    analyzer = tvm.arith.Analyzer()
+    assert _pages([For(n, 0, 5, [For(k, 0, 3, [push])], persistent=True)], "cb_push_back", "in", analyzer) == 6
+    assert _pages([For(n, 0, 5, [For(k, 0, 3, [push])], note="persistent loop")], "cb_push_back", "in",
+                  analyzer) == 30
 
 
 def test_l1_budget_rule_is_reached_when_stream_bands_is_skipped(monkeypatch):

@@ -48,7 +48,7 @@ def _rewrite(body: list, capacity: int, source) -> list:
             out.append(node)
             continue
         if isinstance(node, For):
-            node = For(node.var, node.min, node.extent, _rewrite(node.body, capacity, source), node.note)
+            node = node.rebuilt(_rewrite(node.body, capacity, source))
         elif isinstance(node, Call) and node.op == "tile_regs_acquire":
             window = []
         if isinstance(node, Call) and window is not None:

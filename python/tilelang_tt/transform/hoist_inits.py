@@ -96,7 +96,7 @@ def _eliminate(body: list, state: dict, formats: _Formats) -> list:
                     break
                 entry = merged
             inner_state = dict(entry)
-            out.append(For(node.var, node.min, node.extent, _eliminate(node.body, inner_state, formats), node.note))
+            out.append(node.rebuilt(_eliminate(node.body, inner_state, formats)))
             state.update(_meet(state, inner_state))
             continue
         if isinstance(node, Call) and _step(node, state, formats):
@@ -115,7 +115,7 @@ def _hoist(body: list) -> list:
         if not isinstance(node, For):
             out.append(node)
             continue
-        node = For(node.var, node.min, node.extent, _hoist(node.body), node.note)
+        node = node.rebuilt(_hoist(node.body))
         by_unit: dict[str, list] = {}
         for c in calls(node.body):
             if _unit(c) is not None:

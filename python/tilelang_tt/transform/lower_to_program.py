@@ -151,7 +151,7 @@ class LowerToProgram:
                                      fix="initialise (T.clear) the fragment before the loop")
         note = "persistent loop over this core's blocks" if persistent else ""
         lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
-        return {r: [For(var, lo, ext, b, note)] for r, b in body.items() if b}
+        return {r: [For(var, lo, ext, b, note, persistent)] for r, b in body.items() if b}
 
     def _number(self, body):
         """Program-order positions: ``position[loop handle] = (first, last)`` and, per CB, its accesses

@@ -14,9 +14,10 @@ Out: when the schedule is a multicast lattice (``rect`` rectangles of equal size
      ``read_tiles_mcast(..., group)`` of a group along the core row (sender: the row's first core), and one
      that depends on the column only becomes a group down the core column (sender: the column's first core).
      Each group is one entry of ``Program.multicast["groups"]`` (``operand`` in0 for a row group, in1 for a
-     column group; ``cb``, ``tensor``, ``axis``, ``sender``); the reader ends with
-     ``noc_async_atomic_barrier()``. The host program creates the two semaphores of each group and passes the
-     group's NoC coordinates, size and role as reader runtime args (codegen, ``templates/host.cpp.j2``); the
+     column group; ``cb``, ``tensor``, ``axis``, and ``cores``: per core of the schedule's mapping, in its order,
+     the sender, the rectangle's corners, the number of receivers and whether it sends); the reader ends with
+     ``noc_async_atomic_barrier()``. The host program creates the two semaphores of each group and passes each
+     core's route, in NoC coordinates, as reader runtime args (codegen, ``templates/host.cpp.j2``); the
      handshake itself is the template's ``read_tiles_mcast`` helper (``templates/dataflow.cpp.j2``).
      Without such a lattice, or with ``multicast=False``, the program is returned unchanged.
 Attributes: none written; ``Program.multicast`` carries the decision to codegen and the plan (``multicast``).
@@ -71,6 +72,18 @@ def _lattice(schedule) -> tuple[int, int] | None:
     return max(y for y, _ in cores) + 1, max(x for _, x in cores) + 1
 
 
+def _route(axis: str, core, rows: int, cols: int) -> dict:
+    """What one core of the lattice does in a group along ``axis``, in logical [y, x] coordinates: the group's
+    sender (the first core of the core's row or column), the rectangle it multicasts to (low and high corner, the
+    sender included), how many cores receive (the sender excluded) and whether this core sends."""
+    y, x = (int(c) for c in core)
+    if axis == "row":
+        sender, last, dests, sends = [y, 0], [y, cols - 1], cols - 1, x == 0
+    else:
+        sender, last, dests, sends = [0, x], [rows - 1, x], rows - 1, y == 0
+    return {"sender": sender, "first": list(sender), "last": last, "num_dests": dests, "is_sender": sends}
+
+
 def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
     schedule = func.attrs[attrs.SCHEDULE]
     lattice = _lattice(schedule)
@@ -83,7 +96,6 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
     # the core's lattice row / column, as the schedule binds them (the Var and its C++-named twin)
     targets = [[params[n]] + [new for old, new in renames.items() if old.same_as(params[n])]
                for n in ("rect_y", "rect_x")]
-    persistent_var = func.body.loop_var if isinstance(func.body, tirx.For) else None
     reader = program.kernels["reader"]
     groups: list[dict] = []
     lets: list = []
@@ -93,7 +105,7 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
             if isinstance(node, Let):
                 lets.append((node.var, node.value))
             elif isinstance(node, For):
-                inner = persistent or (persistent_var is not None and node.var.same_as(persistent_var))
+                inner = persistent or node.persistent
                 visit(node.body, loops + ([node] if persistent else []), inner)
             elif persistent and node.op == "read_tiles":
                 uses = set()
@@ -107,8 +119,7 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
                 if group is None:
                     group = {"name": names.fresh(f"mcast_{cb}"), "operand": "in0" if axis == "row" else "in1",
                              "cb": cb, "tensor": tensor, "axis": axis,
-                             "sender": "the row's first core (x = 0)" if axis == "row" else
-                             "the column's first core (y = 0)"}
+                             "cores": [_route(axis, m["core"], rows, cols) for m in schedule["mapping"]]}
                     groups.append(group)
                 node.op = "read_tiles_mcast"
                 node.args = tuple(node.args) + (Lit(group["name"]),)

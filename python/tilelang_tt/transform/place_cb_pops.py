@@ -22,7 +22,7 @@ def place_pops(body: list) -> list:
     out: list = []
     for node in body:
         if isinstance(node, For):
-            node = For(node.var, node.min, node.extent, place_pops(node.body), node.note)
+            node = node.rebuilt(place_pops(node.body))
         if isinstance(node, Call) and node.op == "consume":
             node = Call("cb_wait_front", node.args, node.note)
             node.consume = True          # the pop is placed below, once the scope is complete

@@ -44,7 +44,7 @@ def _prune(body: list, live: set, analyzer) -> list:
             inner = _prune(node.body, set(live), analyzer)
             if not any(isinstance(n, (Call, For)) for n in inner):
                 continue
-            node = For(node.var, _simplify(node.min, analyzer), _simplify(node.extent, analyzer), inner, node.note)
+            node = node.rebuilt(inner, _simplify(node.min, analyzer), _simplify(node.extent, analyzer))
             used: set = set()
             _reads(inner, used)
             live |= used

@@ -273,8 +273,7 @@ def _pages(body, op: str, cb: str, analyzer, mult=1):
     total = 0
     for n in body:
         if isinstance(n, For):
-            total = total + _pages(n.body, op, cb, analyzer, mult * n.extent if not n.note.startswith("persistent")
-                                   else mult)
+            total = total + _pages(n.body, op, cb, analyzer, mult if n.persistent else mult * n.extent)
         elif isinstance(n, Call) and n.op == op and isinstance(n.args[0], CB) and n.args[0].name == cb:
             total = total + mult * n.args[1]
     return analyzer.simplify(total) if isinstance(total, tirx.PrimExpr) else total

@@ -43,19 +43,39 @@ void write_tensor(const std::string& path, const std::vector<uint32_t>& words) {
         throw std::runtime_error("cannot write " + path);
     }
 }
+// One multicast group as a core sees it (tt.plan.json multicast.groups[].cores, computed by TTMulticastReuse):
+// the sender, the rectangle's low and high corners (logical coordinates here, NoC ones once converted), how many
+// cores receive and whether this core sends.
+struct McastRoute {
+    CoreCoord sender;
+    CoreCoord first;
+    CoreCoord last;
+    uint32_t num_dests;
+    uint32_t is_sender;
+};
+
+std::vector<McastRoute> noc_routes(distributed::MeshDevice& mesh, const std::vector<McastRoute>& logical) {
+    std::vector<McastRoute> out;
+    for (const McastRoute& r : logical) {
+        out.push_back(McastRoute{mesh.worker_core_from_logical_core(r.sender), mesh.worker_core_from_logical_core(r.first),
+                                 mesh.worker_core_from_logical_core(r.last), r.num_dests, r.is_sender});
+    }
+    return out;
+}
 
 // Per-core schedule from tt.plan.json "mapping": logical core (x, y) and its runtime args.
 struct CoreWork {
     uint32_t x;
     uint32_t y;
     std::vector<uint32_t> schedule_args;  // rect_y, rect_x, rect_w, count
+    std::vector<McastRoute> mcast;        // per multicast group: mcast_A_blk, mcast_B_blk
 };
 
 const std::vector<CoreWork> kCoreWork = {
-    {0, 0, {0, 0, 1, 1}},
-    {1, 0, {0, 1, 1, 1}},
-    {0, 1, {1, 0, 1, 1}},
-    {1, 1, {1, 1, 1, 1}},
+    {0, 0, {0, 0, 1, 1}, {{{0, 0}, {0, 0}, {1, 0}, 1, 1}, {{0, 0}, {0, 0}, {0, 1}, 1, 1}}},
+    {1, 0, {0, 1, 1, 1}, {{{0, 0}, {0, 0}, {1, 0}, 1, 0}, {{1, 0}, {1, 0}, {1, 1}, 1, 1}}},
+    {0, 1, {1, 0, 1, 1}, {{{0, 1}, {0, 1}, {1, 1}, 1, 1}, {{0, 0}, {0, 0}, {0, 1}, 1, 0}}},
+    {1, 1, {1, 1, 1, 1}, {{{0, 1}, {0, 1}, {1, 1}, 1, 0}, {{1, 0}, {1, 0}, {1, 1}, 1, 0}}},
 };
 
 }  // namespace
@@ -95,8 +115,6 @@ int main(int argc, char** argv) {
                              .set_page_size(16, 2048));  // C_acc_out: 2 x 2048 B (output)
 
     // Multicast (TTMulticastReuse) on the 2x2 core lattice: per group a sender and a receiver semaphore, INVALID (0) at start.
-    constexpr uint32_t kLatticeRows = 2;
-    constexpr uint32_t kLatticeCols = 2;
     const uint32_t mcast_A_blk_sender_sem = CreateSemaphore(program, cores, 0);
     const uint32_t mcast_A_blk_receiver_sem = CreateSemaphore(program, cores, 0);
     const uint32_t mcast_B_blk_sender_sem = CreateSemaphore(program, cores, 0);
@@ -119,37 +137,50 @@ int main(int argc, char** argv) {
         program, artifact_dir + "/kernels/compute.cpp", cores,
         ComputeConfig{.math_fidelity = MathFidelity::HiFi2, .fp32_dest_acc_en = false, .compile_args = compute_compile_args});
 
-    // Runtime args, per core: tensor addresses first, then the core's schedule.
+    // Runtime args, per core, in the order of each kernel's tt.plan.json runtime_args.layout.
     for (const CoreWork& work : kCoreWork) {
         const CoreCoord core{work.x, work.y};
-        std::vector<uint32_t> reader_args{static_cast<uint32_t>(A->address()), static_cast<uint32_t>(B->address())};
-        reader_args.insert(reader_args.end(), work.schedule_args.begin(), work.schedule_args.end());
-        {
-            // A (in0): multicast along this core's row of the lattice from the row's first core (x = 0).
-            const CoreCoord sender = mesh->worker_core_from_logical_core(CoreCoord{0, work.y});
-            const CoreCoord last = mesh->worker_core_from_logical_core(CoreCoord{kLatticeCols - 1, work.y});
-            const uint32_t is_sender = work.x == 0 ? 1 : 0;
-            reader_args.insert(reader_args.end(), {static_cast<uint32_t>(sender.x), static_cast<uint32_t>(sender.y),
-                                                   static_cast<uint32_t>(sender.x), static_cast<uint32_t>(sender.y),
-                                                   static_cast<uint32_t>(last.x), static_cast<uint32_t>(last.y),
-                                                   kLatticeCols - 1, is_sender, mcast_A_blk_sender_sem, mcast_A_blk_receiver_sem});
-        }
-        {
-            // B (in1): multicast along this core's column of the lattice from the column's first core (y = 0).
-            const CoreCoord sender = mesh->worker_core_from_logical_core(CoreCoord{work.x, 0});
-            const CoreCoord last = mesh->worker_core_from_logical_core(CoreCoord{work.x, kLatticeRows - 1});
-            const uint32_t is_sender = work.y == 0 ? 1 : 0;
-            reader_args.insert(reader_args.end(), {static_cast<uint32_t>(sender.x), static_cast<uint32_t>(sender.y),
-                                                   static_cast<uint32_t>(sender.x), static_cast<uint32_t>(sender.y),
-                                                   static_cast<uint32_t>(last.x), static_cast<uint32_t>(last.y),
-                                                   kLatticeRows - 1, is_sender, mcast_B_blk_sender_sem, mcast_B_blk_receiver_sem});
-        }
+        const std::vector<McastRoute> mcast = noc_routes(*mesh, work.mcast);
+        std::vector<uint32_t> reader_args;
+        reader_args.push_back(static_cast<uint32_t>(A->address()));
+        reader_args.push_back(static_cast<uint32_t>(B->address()));
+        reader_args.push_back(work.schedule_args[0]);
+        reader_args.push_back(work.schedule_args[1]);
+        reader_args.push_back(work.schedule_args[2]);
+        reader_args.push_back(work.schedule_args[3]);
+        reader_args.push_back(static_cast<uint32_t>(mcast[0].sender.x));
+        reader_args.push_back(static_cast<uint32_t>(mcast[0].sender.y));
+        reader_args.push_back(static_cast<uint32_t>(mcast[0].first.x));
+        reader_args.push_back(static_cast<uint32_t>(mcast[0].first.y));
+        reader_args.push_back(static_cast<uint32_t>(mcast[0].last.x));
+        reader_args.push_back(static_cast<uint32_t>(mcast[0].last.y));
+        reader_args.push_back(mcast[0].num_dests);
+        reader_args.push_back(mcast[0].is_sender);
+        reader_args.push_back(mcast_A_blk_sender_sem);
+        reader_args.push_back(mcast_A_blk_receiver_sem);
+        reader_args.push_back(static_cast<uint32_t>(mcast[1].sender.x));
+        reader_args.push_back(static_cast<uint32_t>(mcast[1].sender.y));
+        reader_args.push_back(static_cast<uint32_t>(mcast[1].first.x));
+        reader_args.push_back(static_cast<uint32_t>(mcast[1].first.y));
+        reader_args.push_back(static_cast<uint32_t>(mcast[1].last.x));
+        reader_args.push_back(static_cast<uint32_t>(mcast[1].last.y));
+        reader_args.push_back(mcast[1].num_dests);
+        reader_args.push_back(mcast[1].is_sender);
+        reader_args.push_back(mcast_B_blk_sender_sem);
+        reader_args.push_back(mcast_B_blk_receiver_sem);
         SetRuntimeArgs(program, reader, core, reader_args);
-        std::vector<uint32_t> writer_args{static_cast<uint32_t>(C->address())};
-        writer_args.insert(writer_args.end(), work.schedule_args.begin(), work.schedule_args.end());
+        std::vector<uint32_t> writer_args;
+        writer_args.push_back(static_cast<uint32_t>(C->address()));
+        writer_args.push_back(work.schedule_args[0]);
+        writer_args.push_back(work.schedule_args[1]);
+        writer_args.push_back(work.schedule_args[2]);
+        writer_args.push_back(work.schedule_args[3]);
         SetRuntimeArgs(program, writer, core, writer_args);
-        std::vector<uint32_t> compute_args{};
-        compute_args.insert(compute_args.end(), work.schedule_args.begin(), work.schedule_args.end());
+        std::vector<uint32_t> compute_args;
+        compute_args.push_back(work.schedule_args[0]);
+        compute_args.push_back(work.schedule_args[1]);
+        compute_args.push_back(work.schedule_args[2]);
+        compute_args.push_back(work.schedule_args[3]);
         SetRuntimeArgs(program, compute, core, compute_args);
     }
 

@@ -27,6 +27,41 @@ struct TileGrid {
     uint32_t last_cols;
 };
 
+// The part of one tile a block transfer moves: rows [r_lo, r_hi) x columns [c_lo, c_hi), the window of a block
+// smaller than a tile ([r_off, r_off + nrows) x [c_off, c_off + ncols)) clipped to the tensor's last row / column.
+struct TilePart {
+    uint32_t r_lo;
+    uint32_t r_hi;
+    uint32_t c_lo;
+    uint32_t c_hi;
+    bool whole() const { return r_lo == 0 && c_lo == 0 && r_hi == kTileDim && c_hi == kTileDim; }
+};
+
+inline TilePart tile_part(const TileGrid& grid, uint32_t tile_row, uint32_t tile_col, uint32_t r_off, uint32_t nrows,
+                          uint32_t c_off, uint32_t ncols) {
+    const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : kTileDim;
+    const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : kTileDim;
+    return TilePart{r_off, r_off + nrows < valid_rows ? r_off + nrows : valid_rows, c_off,
+                    c_off + ncols < valid_cols ? c_off + ncols : valid_cols};
+}
+
+// Calls fn(offset, bytes) for each face-row segment of a tile part: the elements of a face row are contiguous and
+// sit at the same byte offset in the DRAM page and in L1, so source and destination stay congruent modulo any NoC
+// alignment (the reader reads these segments of an edge tile, the writer writes them).
+template <typename Fn>
+inline void for_each_face_row_segment(const TilePart& part, uint32_t elem_bytes, Fn fn) {
+    for (uint32_t r = part.r_lo; r < part.r_hi; ++r) {
+        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
+            const uint32_t face_lo = face_col * kFaceDim;
+            const uint32_t lo = part.c_lo > face_lo ? part.c_lo : face_lo;
+            const uint32_t hi = part.c_hi < face_lo + kFaceDim ? part.c_hi : face_lo + kFaceDim;
+            if (lo < hi) {
+                fn(tile_elem_offset(r, lo) * elem_bytes, (hi - lo) * elem_bytes);
+            }
+        }
+    }
+}
+
 // Zero the tile at l1_addr with NoC reads from the core's zero region, MEM_ZEROS_SIZE bytes at a time (source and
 // destination stay aligned, as the NoC requires).
 inline void zero_tile(uint32_t l1_addr, uint32_t tile_bytes) {
@@ -37,25 +72,16 @@ inline void zero_tile(uint32_t l1_addr, uint32_t tile_bytes) {
     }
 }
 
-// A tile of which only rows [r_lo, r_hi) x columns [c_lo, c_hi) are wanted (an edge tile, or a block smaller than a
-// tile): the tile is zeroed first; after the barrier (NoC reads into overlapping L1 are not ordered) only those
-// face-row segments are read, each at the same offset in the DRAM page and in L1, so source and destination stay
-// congruent modulo any NoC alignment.
+// A tile of which only a part is wanted (an edge tile, or a block smaller than a tile): the tile is zeroed first;
+// after the barrier (NoC reads into overlapping L1 are not ordered) only the part's face-row segments are read.
 template <typename Accessor>
-inline void read_tile_part(const Accessor& tensor, uint32_t page, uint32_t l1_addr, uint32_t tile_bytes,
-                           uint32_t elem_bytes, uint32_t r_lo, uint32_t r_hi, uint32_t c_lo, uint32_t c_hi) {
+inline void read_tile_part(const Accessor& tensor, uint32_t page, const TilePart& part, uint32_t l1_addr,
+                           uint32_t tile_bytes, uint32_t elem_bytes) {
     zero_tile(l1_addr, tile_bytes);
     noc_async_read_barrier();
-    for (uint32_t r = r_lo; r < r_hi; ++r) {
-        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
-            const uint32_t face_lo = face_col * kFaceDim;
-            const uint32_t lo = c_lo > face_lo ? c_lo : face_lo;
-            const uint32_t hi = c_hi < face_lo + kFaceDim ? c_hi : face_lo + kFaceDim;
-            if (lo >= hi) continue;
-            const uint32_t offset = tile_elem_offset(r, lo) * elem_bytes;
-            noc_async_read(get_noc_addr(page, tensor, offset), l1_addr + offset, (hi - lo) * elem_bytes);
-        }
-    }
+    for_each_face_row_segment(part, elem_bytes, [&](uint32_t offset, uint32_t bytes) {
+        noc_async_read(get_noc_addr(page, tensor, offset), l1_addr + offset, bytes);
+    });
 }
 
 // Issues the NoC reads of a rows x cols block of tiles starting at tile (row0, col0) of an interleaved tensor
@@ -77,14 +103,11 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
                 zero_tile(l1_write_addr, tile_bytes);
             } else {
                 const uint32_t page = tile_row * grid.tiles_w + tile_col;
-                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : kTileDim;
-                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : kTileDim;
-                const uint32_t r_hi = r_off + nrows < valid_rows ? r_off + nrows : valid_rows;
-                const uint32_t c_hi = c_off + ncols < valid_cols ? c_off + ncols : valid_cols;
-                if (r_off == 0 && c_off == 0 && r_hi == kTileDim && c_hi == kTileDim) {
+                const TilePart part = tile_part(grid, tile_row, tile_col, r_off, nrows, c_off, ncols);
+                if (part.whole()) {
                     noc_async_read_page(page, tensor, l1_write_addr);
                 } else {
-                    read_tile_part(tensor, page, l1_write_addr, tile_bytes, elem_bytes, r_off, r_hi, c_off, c_hi);
+                    read_tile_part(tensor, page, part, l1_write_addr, tile_bytes, elem_bytes);
                 }
             }
             l1_write_addr += tile_bytes;
@@ -201,9 +224,9 @@ void kernel_main() {
 
     constexpr uint32_t cb_A_blk = 0;  // A_blk: 1x2 tiles bfloat16, input, depth 2 block(s)
     constexpr uint32_t cb_B_blk = 1;  // B_blk: 2x1 tiles bfloat16, input, depth 2 block(s)
-    // A (in0) is multicast along each core row from the row's first core (x = 0).
+    // A (in0) is multicast along each core row: this core's sender, rectangle and role are runtime args.
     const McastGroup mcast_A_blk = make_mcast_group(mcast_A_blk_sender_x, mcast_A_blk_sender_y, mcast_A_blk_first_x, mcast_A_blk_first_y, mcast_A_blk_last_x, mcast_A_blk_last_y, mcast_A_blk_num_dests, mcast_A_blk_is_sender, mcast_A_blk_sender_sem, mcast_A_blk_receiver_sem);
-    // B (in1) is multicast along each core column from the column's first core (y = 0).
+    // B (in1) is multicast along each core column: this core's sender, rectangle and role are runtime args.
     const McastGroup mcast_B_blk = make_mcast_group(mcast_B_blk_sender_x, mcast_B_blk_sender_y, mcast_B_blk_first_x, mcast_B_blk_first_y, mcast_B_blk_last_x, mcast_B_blk_last_y, mcast_B_blk_num_dests, mcast_B_blk_is_sender, mcast_B_blk_sender_sem, mcast_B_blk_receiver_sem);
 
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks

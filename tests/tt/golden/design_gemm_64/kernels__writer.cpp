@@ -27,6 +27,41 @@ struct TileGrid {
     uint32_t last_cols;
 };
 
+// The part of one tile a block transfer moves: rows [r_lo, r_hi) x columns [c_lo, c_hi), the window of a block
+// smaller than a tile ([r_off, r_off + nrows) x [c_off, c_off + ncols)) clipped to the tensor's last row / column.
+struct TilePart {
+    uint32_t r_lo;
+    uint32_t r_hi;
+    uint32_t c_lo;
+    uint32_t c_hi;
+    bool whole() const { return r_lo == 0 && c_lo == 0 && r_hi == kTileDim && c_hi == kTileDim; }
+};
+
+inline TilePart tile_part(const TileGrid& grid, uint32_t tile_row, uint32_t tile_col, uint32_t r_off, uint32_t nrows,
+                          uint32_t c_off, uint32_t ncols) {
+    const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : kTileDim;
+    const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : kTileDim;
+    return TilePart{r_off, r_off + nrows < valid_rows ? r_off + nrows : valid_rows, c_off,
+                    c_off + ncols < valid_cols ? c_off + ncols : valid_cols};
+}
+
+// Calls fn(offset, bytes) for each face-row segment of a tile part: the elements of a face row are contiguous and
+// sit at the same byte offset in the DRAM page and in L1, so source and destination stay congruent modulo any NoC
+// alignment (the reader reads these segments of an edge tile, the writer writes them).
+template <typename Fn>
+inline void for_each_face_row_segment(const TilePart& part, uint32_t elem_bytes, Fn fn) {
+    for (uint32_t r = part.r_lo; r < part.r_hi; ++r) {
+        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
+            const uint32_t face_lo = face_col * kFaceDim;
+            const uint32_t lo = part.c_lo > face_lo ? part.c_lo : face_lo;
+            const uint32_t hi = part.c_hi < face_lo + kFaceDim ? part.c_hi : face_lo + kFaceDim;
+            if (lo < hi) {
+                fn(tile_elem_offset(r, lo) * elem_bytes, (hi - lo) * elem_bytes);
+            }
+        }
+    }
+}
+
 // Issues the NoC writes of a rows x cols block of tiles at the front of circular buffer `cb` to tile
 // (row0, col0) of an interleaved tensor. Only elements inside the tensor (and inside the window [r_off, +nrows) x
 // [c_off, +ncols) of a block smaller than a tile) are stored: tiles outside it are skipped and partial tiles are
@@ -44,23 +79,13 @@ inline void write_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& gri
             const uint32_t tile_col = col0 + c;
             if (tile_row < grid.tiles_h && tile_col < grid.tiles_w) {
                 const uint32_t page = tile_row * grid.tiles_w + tile_col;
-                const uint32_t valid_rows = tile_row + 1 == grid.tiles_h ? grid.last_rows : kTileDim;
-                const uint32_t valid_cols = tile_col + 1 == grid.tiles_w ? grid.last_cols : kTileDim;
-                const uint32_t r_hi = r_off + nrows < valid_rows ? r_off + nrows : valid_rows;
-                const uint32_t c_hi = c_off + ncols < valid_cols ? c_off + ncols : valid_cols;
-                if (r_off == 0 && c_off == 0 && r_hi == kTileDim && c_hi == kTileDim) {
+                const TilePart part = tile_part(grid, tile_row, tile_col, r_off, nrows, c_off, ncols);
+                if (part.whole()) {
                     noc_async_write_page(page, tensor, l1_read_addr);
                 } else {
-                    for (uint32_t tr = r_off; tr < r_hi; ++tr) {
-                        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
-                            const uint32_t face_lo = face_col * kFaceDim;
-                            const uint32_t lo = c_off > face_lo ? c_off : face_lo;
-                            const uint32_t hi = c_hi < face_lo + kFaceDim ? c_hi : face_lo + kFaceDim;
-                            if (lo >= hi) continue;
-                            const uint32_t offset = tile_elem_offset(tr, lo) * elem_bytes;
-                            noc_async_write_page(page, tensor, l1_read_addr + offset, (hi - lo) * elem_bytes, offset);
-                        }
-                    }
+                    for_each_face_row_segment(part, elem_bytes, [&](uint32_t offset, uint32_t bytes) {
+                        noc_async_write_page(page, tensor, l1_read_addr + offset, bytes, offset);
+                    });
                 }
             }
             l1_read_addr += tile_bytes;
