@@ -380,11 +380,9 @@ def _fits(func, lower) -> bool:
     return True
 
 
-def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.PrimFunc:
-    from .grid_to_persistent import _find_schedule_annotation
-
-    if func.attrs is not None and attrs.SDPA in func.attrs:
-        return func
+def _grid_nest(func):
+    """(grid loops, {tag: (var, extent)}, the launch binds, the root block's realize) of a static 2-D ``T.Kernel``
+    nest, or None."""
     body = func.body
     if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
         body = body.block.body
@@ -392,17 +390,42 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
     while isinstance(body, tirx.For) and body.thread_binding is not None:
         tag = str(body.thread_binding.thread_tag)
         if tag not in _GRID_TAGS or not isinstance(body.extent, tirx.IntImm):
-            return func
+            return None
         loops.append(body)
         grid[tag] = (body.loop_var, int(body.extent.value))
         body = body.body
     if set(grid) != set(_GRID_TAGS):
-        return func
+        return None
     stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     pre, realize = stmts[:-1], stmts[-1]
     if not isinstance(realize, tirx.SBlockRealize) or not all(
             isinstance(s, tirx.Bind) and is_call_to(s.value, TileOps.launch_thread_idx) for s in pre):
+        return None
+    return loops, grid, pre, realize
+
+
+def _candidates(func, gemm, options: TTOptions, grid, rect) -> list:
+    """The (h, w, f) fusions of the ``H x W`` rectangle, best first: least modeled time, then least DRAM traffic
+    under multicast, then the largest, the squarest, the most K steps fused."""
+    (gy, gx), (H, W) = grid, rect
+    m_rows = int(static_shape(gemm.c)[0]) * gy       # M and N of the blocked problem, K per block row
+    n_cols = int(static_shape(gemm.c)[1]) * gx
+    steps = int(gemm.loop.extent) if gemm.k_steps else 1
+    k_factors = [f for f in range(min(K_STEPS_FUSED, steps), 0, -1) if steps % f == 0]
+    dram = {(h, w): (W // w) * m_rows + (H // h) * n_cols for h in range(1, H + 1) if H % h == 0
+            for w in range(1, W + 1) if W % w == 0}
+    return sorted(((h, w, f) for (h, w) in dram for f in k_factors if (h, w, f) != (1, 1, 1)),
+                  key=lambda c: (_core_seconds(func, gemm, options, (gy, gx), (H, W), c, steps), dram[c[:2]],
+                                 -c[0] * c[1], abs(c[0] - c[1]), -c[2]))
+
+
+def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.PrimFunc:
+    from .grid_to_persistent import _find_schedule_annotation
+
+    nest = None if func.attrs is not None and attrs.SDPA in func.attrs else _grid_nest(func)
+    if nest is None:
         return func
+    loops, grid, pre, realize = nest
     root = realize.block
     spec = _find_schedule_annotation(realize)
     source = "annotation" if spec.multicast is not None else None
@@ -427,18 +450,9 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
     if not spec.multicast or spec.rect is not None or lattice is None:
         return func
     H, W = lattice
-    m_rows = int(static_shape(gemm.c)[0]) * gy       # M and N of the blocked problem, K per block row
-    n_cols = int(static_shape(gemm.c)[1]) * gx
     spec_dict = spec.as_dict()
-    steps = int(gemm.loop.extent) if gemm.k_steps else 1
-    k_factors = [f for f in range(min(K_STEPS_FUSED, steps), 0, -1) if steps % f == 0]
-    dram = {(h, w): (W // w) * m_rows + (H // h) * n_cols for h in range(1, H + 1) if H % h == 0
-            for w in range(1, W + 1) if W % w == 0}
-    candidates = sorted(((h, w, f) for (h, w) in dram for f in k_factors if (h, w, f) != (1, 1, 1)),
-                        key=lambda c: (_core_seconds(func, gemm, options, (gy, gx), (H, W), c, steps), dram[c[:2]],
-                                       -c[0] * c[1], abs(c[0] - c[1]), -c[2]))
     chosen = None
-    for h, w, f in candidates:
+    for h, w, f in _candidates(func, gemm, options, (gy, gx), (H, W)):
         fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
         fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
         if _fits(fused, lower):
