@@ -87,6 +87,9 @@ def test_blocks_beyond_the_tensor_are_skipped():
     c = torch.empty(33, 1, dtype=torch.float16)
     kernel(a, b, c)
     ref = a.float() @ b.float()
-    assert (c.float() - ref).abs().max() <= 2 * 2**-11 * ref.abs().max() + 1e-6
+    # fp16 at HiFi4: SrcA's lowest mantissa bit is consumed by no fidelity phase (2^-10 of |a||b| per product), and
+    # the fp16 output of fp32 DST is packed through bf16 (TT_KERNEL_PATTERNS 5b: 2^-9 relative)
+    bound = 2**-9 * ref.abs() + 2**-10 * (a.float().abs() @ b.float().abs()) + 1e-6
+    assert ((c.float() - ref).abs() <= bound).all()
     assert kernel.report["total"]["dram_write_bytes"] == 33 * 1 * 2   # exactly the valid fp16 elements
     np.testing.assert_array_equal(np.isfinite(c.float().numpy()), True)
