@@ -126,7 +126,7 @@ class _Lowerer(ParallelLower):
         fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
         if str(tensor.dtype) in INDEX_FORMATS:
             raise TTUnsupportedError(
-                f"{what}: moves a block of {tensor.dtype} tensor {tensor.name} into a tile buffer", construct=what,
+                f"moves a block of {tensor.dtype} tensor {tensor.name} into a tile buffer", construct=what,
                 source=self.src, fix=f"{tensor.dtype} tensors are index tensors: use their elements in T.copy offsets "
                                      "(X[Table[b, j] * 32, 0]); compute has no integer tiles of that width")
         if fmt.kind != "bfp":
