@@ -95,8 +95,10 @@ MUTATIONS = [
 # What the check cannot see: the runtime-arg *values* (here the reader's two tensor addresses swapped). The
 # program is type-correct and complete; the emulator run (not this check) computes B @ A instead.
 NOT_CAUGHT = ("reader_addresses_swapped",
-              "std::vector<uint32_t> reader_args{static_cast<uint32_t>(A->address()), static_cast<uint32_t>(B->address())};",
-              "std::vector<uint32_t> reader_args{static_cast<uint32_t>(B->address()), static_cast<uint32_t>(A->address())};")
+              "reader_args.push_back(static_cast<uint32_t>(A->address()));\n"
+              "        reader_args.push_back(static_cast<uint32_t>(B->address()));",
+              "reader_args.push_back(static_cast<uint32_t>(B->address()));\n"
+              "        reader_args.push_back(static_cast<uint32_t>(A->address()));")
 
 
 @pytest.fixture(scope="module")
