@@ -271,7 +271,9 @@ def markdown_report(results: list[Result]) -> str:
         out.append(f"| {folder} | {n} | " + " | ".join(str(c[s]) for s in STATUSES) + " |")
     out += ["", "| unit | status | reason |", "|---|---|---|"]
     for r in results:
-        reason = r.reason.replace("|", "\\|").replace("\n", " ")
+        # paths relative to the repository: the table goes into docs/usage.md, not this machine's layout
+        reason = r.reason.replace(f"{REPO}/", "").replace(f"{REPO.parent}/", "../").replace("|", "\\|")
+        reason = reason.replace("\n", " ")
         out.append(f"| `{r.id}` | {r.status} | {reason} |")
     return "\n".join(out + ["", f"`{last_line(results)}`"])
 
