@@ -2,7 +2,8 @@
 run on the emulator and checked against float64 math (a mismatch: an output element outside its derived bounds;
 an error: any exception, a refusal included: the generator writes only constructs docs/usage.md supports).
 
-Run: .venv/bin/python benchmarks/soak.py [--cases 1000] [--seed 7] [--kinds rows,expr] [--start 0] [--show]
+Run: .venv/bin/python benchmarks/soak.py [--cases 1000] [--seed 7] [--kinds rows,expr] [--start 0] [--only 3,17]
+[--show]
 Prints every mismatch and error (``--show``: with the kernel's source), progress every 50 cases, and last:
 ``soak: N cases (seed S), M mismatches, E errors, T s``. Exit status 1 when anything failed.
 
@@ -33,15 +34,17 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--start", type=int, default=0, help="skip the first cases (resume a run)")
     parser.add_argument("--kinds", default="", help="comma-separated kinds to run (default: all)")
+    parser.add_argument("--only", default="", help="comma-separated case numbers to run (default: all)")
     parser.add_argument("--show", action="store_true", help="print the source of every failing generated kernel")
     args = parser.parse_args()
     kinds = set(filter(None, args.kinds.split(",")))
+    only = {int(i) for i in filter(None, args.only.split(","))}
     cases = make_cases(args.cases, args.seed)
     print(f"tilelang_tt from {Path(tilelang_tt.__file__).parent}", flush=True)
     t0 = time.perf_counter()
     mismatches = errors = ran = 0
     for i, case in enumerate(cases):
-        if i < args.start or (kinds and case.kind not in kinds):
+        if i < args.start or (kinds and case.kind not in kinds) or (only and i not in only):
             continue
         ran += 1
         try:

@@ -125,9 +125,11 @@ def _windows(lw, expr, note: str) -> dict:
 class _Eval:
     """Lowers one expression for one tile, appending calls; returns the Dst holding the value."""
 
-    def __init__(self, lw, dest: str, r, c, reads_dest: bool, note: str, windows: dict | None = None):
+    def __init__(self, lw, dest: str, r, c, reads_dest: bool, note: str, windows: dict | None = None,
+                 resident: tuple | None = None):
         self.lw, self.dest, self.r, self.c, self.reads_dest, self.note = lw, dest, r, c, reads_dest, note
         self.windows = windows or {}
+        self.resident = resident    # (name, Dst): a buffer whose current tile already sits in that DST slot
         self.int_copy = False       # set by eval: the whole expression copies an integer tile (no typecast)
 
     def eval_top(self, e, out) -> Dst:
@@ -211,7 +213,14 @@ class _Eval:
 
     def eval(self, e, out) -> Dst:
         e = strip_cast(e)
+        if self.resident is not None and isinstance(e, tirx.BufferLoad) and e.buffer.name == self.resident[0]:
+            return self.resident[1]
         if is_scalar(e):
+            if self.resident is not None:   # a constant tile needs a DST slot the resident block holds
+                raise TTUnsupportedError(f"the constant `{e}` is used as a tile in an epilogue on {self.resident[0]}",
+                                         construct=self.note, source=self.lw.src,
+                                         fix=f"copy {self.resident[0]} to a fragment first and apply this in a "
+                                             f"separate T.Parallel")
             return self.fill(out, e)
         if isinstance(e, tirx.BufferLoad) and str(self.lw.cbs[e.buffer.name].get("constant", "")).startswith("index"):
             # a loop variable as a value: the index tile plus this tile's offset (32 per tile row / column)
@@ -399,34 +408,23 @@ class _Eval:
 
 
 def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
-    """The DST-resident accumulator is packed (after an optional unary epilogue) into ``d_name``."""
+    """The DST-resident accumulator is packed (after an optional epilogue of unary and scalar ops) into ``d_name``.
+
+    The accumulator's tiles occupy DST[0..n): the epilogue runs in place on each, so it may read the accumulator
+    once and no other tile (another leaf, a filled constant or a second read would need a DST slot it holds)."""
     n = lw.cbs[lw.dst_frag]["block_tiles"]
-    chain = []
-    e = strip_cast(expr)
-    while not isinstance(e, tirx.BufferLoad):
-        chain.append(e)
-        e = strip_cast(e.args[0] if isinstance(e, tirx.Call) else (e.a if not is_scalar(e.a) else e.b))
+    leaves = buffer_loads(expr)
+    if leaves != [lw.dst_frag]:
+        raise TTUnsupportedError(
+            f"the epilogue `{expr}` reads {', '.join(leaves)}: while {lw.dst_frag} is held in DST, an epilogue may "
+            f"read it once and apply unary and scalar operations only", construct=note, source=lw.src,
+            fix=f"copy {lw.dst_frag} to a fragment first (T.copy({lw.dst_frag}, C_frag)) and combine it with the "
+                f"other operands in a separate T.Parallel")
+    chain = not isinstance(strip_cast(expr), tirx.BufferLoad)
 
     def epilogue(i):
         out = []
-        ev = _Eval(lw, d_name, 0, 0, False, note)
-        for node in reversed(chain):
-            if isinstance(node, tirx.Call):
-                ev.unary(out, UNARY_TIR_OPS[str(node.op.name)], Dst(i))
-            elif isinstance(node, tirx.Max):
-                ev.unary(out, "relu_tile", Dst(i))
-            else:
-                a, b = strip_cast(node.a), strip_cast(node.b)
-                kind = BINARY[type(node)]
-                scalar_first = is_scalar(a)
-                value = float((a if scalar_first else b).value)
-                if scalar_first and kind == "div":
-                    ev.unary(out, "recip_tile", Dst(i))
-                    if value != 1.0:
-                        ev.unary(out, "mul_unary_tile", Dst(i), float_bits(value))
-                    continue
-                name = "rsub_unary_tile" if scalar_first and kind == "sub" else f"{kind}_unary_tile"
-                ev.unary(out, name, Dst(i), float_bits(value))
+        _Eval(lw, d_name, 0, 0, False, note, resident=(lw.dst_frag, Dst(i))).eval(expr, out)
         return out
 
     if _int_format(lw, d_name):
