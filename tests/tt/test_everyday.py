@@ -191,6 +191,20 @@ def test_loop_variables_as_values():
     torch.testing.assert_close(c, ref, rtol=0, atol=0)
 
 
+def test_kernel_without_inputs():
+    """A kernel that only writes (an iota table): its host program reads no tensor files and still builds under
+    -Wall -Werror (an unused file reader broke the build)."""
+    @T.prim_func
+    def iota(C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = T.Cast("float32", (by * 32 + i) * 64 + bx * 32 + j)
+
+    c = torch.empty(64, 64)
+    run(iota, "wormhole_b0", [c])
+    torch.testing.assert_close(c, torch.arange(64 * 64, dtype=torch.float32).reshape(64, 64), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_scalar_kernel_parameters(arch):
     """Scalar parameters reach every kernel as runtime args (float32 as its bit pattern, used by the SFPU scalar
