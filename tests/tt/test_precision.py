@@ -312,3 +312,36 @@ def test_generated_fp16_output_is_reported_and_packed_through_bf16():
     assert kernel.plan["precision"].get("float16_pack") == "bf16"
     want = fp16_from_bf16_packer(a.numpy())
     np.testing.assert_array_equal(c.numpy().view(np.uint16), want.view(np.uint16))
+
+
+def fp16_transposed_gemm(M=64, N=64, K=64):
+    """T.gemm(transpose_A=True) of fp16 blocks into a float32 output: A is transposed on chip before the matmul."""
+    @T.prim_func
+    def k(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // 32, M // 32, threads=128) as (bx, by):
+            a = T.alloc_shared((32, 32), "float16")
+            b = T.alloc_shared((32, 32), "float16")
+            acc = T.alloc_fragment((32, 32), "float32")
+            T.clear(acc)
+            for kk in T.serial(K // 32):
+                T.copy(A[kk * 32, by * 32], a)
+                T.copy(B[kk * 32, bx * 32], b)
+                T.gemm(a, b, acc, transpose_A=True)
+            T.copy(acc, C[by * 32, bx * 32])
+
+    return k
+
+
+def test_fp16_transpose_keeps_fp16_bits():
+    """The on-chip transpose of an fp16 block passes through DST: packed into a Float16 scratch with fp32
+    accumulation it would keep bf16's 8 significant bits (3 of fp16's 11 lost), so the scratch is Float32. A has
+    11 significant bits (in0, SrcB: all multiplied at HiFi4), B small integers (in1, SrcA: 10 of 11 bits
+    multiplied, TT_KERNEL_PATTERNS 5b): every product and sum is exact in fp32, so C equals the float64 product."""
+    torch.manual_seed(9)
+    a = (1 + torch.randint(0, 1024, (64, 64)) / 1024).to(torch.float16)   # 11 significant bits
+    a = a * torch.where(torch.rand(64, 64) < 0.5, -1, 1).to(torch.float16)
+    b = torch.randint(-4, 5, (64, 64)).to(torch.float16)
+    c = torch.empty(64, 64)
+    kernel = tilelang.compile(fp16_transposed_gemm(), target={"kind": "tt", "math_fidelity": "HiFi4"})
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c.numpy(), (a.double().T @ b.double()).float().numpy())

@@ -534,7 +534,10 @@ class _Lowerer(ParallelLower):
                                      "tiles", construct=note, source=self.src,
                                      fix="transpose blocks whose extents are multiples of 32")
         self.cb(source).consumer.add("compute")
-        scratch = self.staging_buffer(source, cols, rows, "T", scope=SCOPE_FRAGMENT)
+        # The transpose runs through DST; with fp32 accumulation an fp16 CB is packed through bf16 (8 significant
+        # bits, TT_KERNEL_PATTERNS 5b), so fp16 blocks are transposed into a Float32 scratch (fp32 holds fp16).
+        dtype = "float32" if str(source.dtype) == "float16" else None
+        scratch = self.staging_buffer(source, cols, rows, "T", dtype=dtype, scope=SCOPE_FRAGMENT)
         self.cbs[scratch.name].producer.add("compute")
         self.cbs[scratch.name].consumer.add("compute")
         self.scratch.add(scratch.name)
