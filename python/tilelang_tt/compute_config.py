@@ -179,7 +179,8 @@ def precision(program, fp32_acc: bool, resolved: dict) -> dict:
     """The plan's ``precision``: ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
     compute kernel ("reduce", "matmul", "eltwise") the least exact path any of its calls takes (``PRECISION_PATHS``);
     ``float32_operands``: how Float32 CBs reach SrcA/SrcB in this kernel; ``float16_pack``: "bf16" when a Float16
-    CB is packed from an fp32 DST (8 significant bits: TT_KERNEL_PATTERNS.md 5b; tt-sim models it)."""
+    CB is packed from an fp32 DST (8 significant bits: TT_KERNEL_PATTERNS.md 5b; tt-sim models it); ``dst``: the
+    width of DST's values ("fp32" with fp32_dest_acc_en, else "16-bit": every intermediate rounded to 16 bits)."""
     from .intrinsics import CALLS
     from .ttir import CB, calls
 
@@ -212,7 +213,8 @@ def precision(program, fp32_acc: bool, resolved: dict) -> dict:
             note(kind, "fp32")
     out = {"allow_tf32": bool(resolved.get("allow_tf32", False)),
            "allow_tf32_source": str(resolved.get("allow_tf32_source", "default (exact float32)")),
-           "float32_operands": src, "ops": dict(sorted(worst.items()))}
+           "float32_operands": src, "ops": dict(sorted(worst.items())),
+           "dst": "fp32" if fp32_acc else "16-bit"}
     if fp16_pack:
         out["float16_pack"] = "bf16"
     return out

@@ -146,6 +146,31 @@ def test_fp32_elementwise_exact_by_default_tf32_on_request(allow_tf32):
         assert rel <= U                          # one fp32 rounding of the exact product
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_float32_math_on_16_bit_data_keeps_fp32_intermediates(dtype):
+    """16-bit tensors, arithmetic written in float32 (how TileLang's examples upcast): DST holds fp32, so
+    (x + 1000) - 1000 returns x exactly; a 16-bit DST would round x + 1000 to the 16-bit format's spacing there
+    (4 for bf16, 0.5 for fp16). The plan reports DST's width."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), dtype), C: T.Tensor((64, 64), dtype), offset: T.float32):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            a = T.alloc_shared((32, 32), dtype)
+            T.copy(A[by * 32, bx * 32], a)
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = T.Cast(dtype, (T.Cast("float32", a[i, j]) + offset) - offset)
+
+    torch.manual_seed(6)
+    x = torch.randn(64, 64)   # |a| >= 1/4: a's lowest bit is >= 2^-13, so a + 1000 is exact in fp32
+    a = (torch.sign(x) * (0.25 + x.abs())).to(getattr(torch, dtype))
+    c = torch.empty_like(a)
+    kernel = tilelang.compile(k, target="tt")
+    kernel(a, c, 1000.0)
+    # an fp16 output packed from fp32 DST goes through bf16 (the card's packer, see the module docstring)
+    want = a if dtype == "bfloat16" else torch.from_numpy(fp16_from_bf16_packer(a.float().numpy()))
+    torch.testing.assert_close(c, want, rtol=0, atol=0)
+    assert kernel.plan["precision"]["dst"] == "fp32"
+
+
 def test_fp32_gemm_is_reported_as_tf32():
     """T.gemm has no fp32 multiplier on TT (the FPU's SrcA/SrcB hold 19 bits): a float32 GEMM stays TF32 with or
     without allow_tf32, and the plan says so."""

@@ -58,6 +58,23 @@ def dst_slots(expr) -> int:
     return max(1, max(max(dst_slots(x), 1 if select else 0) + i for i, x in enumerate(operands)))
 
 
+def _float32_math(body) -> bool:
+    """True when a value stored in the body is computed with float32 arithmetic (a float32 operation anywhere in a
+    stored expression; loads of 16-bit buffers and 16-bit constants alone are not)."""
+    found = []
+
+    def visit(n):
+        if isinstance(n, tirx.BufferStore) and not found:
+            def inner(e):
+                if isinstance(e, tirx.PrimExpr) and not isinstance(e, (tirx.BufferLoad, tirx.FloatImm, tirx.IntImm,
+                                                                       tirx.Var)) and str(e.dtype) == "float32":
+                    found.append(e)
+            tirx.stmt_functor.post_order_visit(tirx.Evaluate(n.value), inner)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    return bool(found)
+
+
 def _operands(e):
     if isinstance(e, tirx.Call):
         return list(e.args)
@@ -77,6 +94,9 @@ class _Tensorizer:
         # DST keeps fp32 only with fp32_dest_acc_en: on whenever compute touches a float32 CB.
         self.fp32_acc = any(str(v["dtype"]) == "float32" and "compute" in list(v["producer"]) + list(v["consumer"])
                             for v in self.cb.values())
+        # ... and whenever a T.Parallel computes in float32 on 16-bit data (T.Cast("float32", x_bf16[i, j]), a float32
+        # scalar parameter): a 16-bit DST would round every intermediate value to the CBs' 16-bit format
+        self.fp32_acc = self.fp32_acc or _float32_math(func.body)
         chosen = dict(func.attrs[attrs.OPTIONS]).get("fp32_dest_acc") if attrs.OPTIONS in func.attrs else None
         if chosen is not None:      # T.annotate_tt_compute / target option (compute_config.py)
             self.fp32_acc = bool(chosen)
