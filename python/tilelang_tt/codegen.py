@@ -17,7 +17,7 @@ import tvm_ffi
 from tvm import IRModule, tirx
 from tvm.target import Target
 
-from . import attrs, compute_config, plan as plan_mod
+from . import attrs, compute_config, plan as plan_mod, ttir_json
 from .artifact import comment_text, write_artifact
 from .device import FACE, TILE
 from .errors import TTLoweringError
@@ -244,6 +244,7 @@ def _render(ctx: KernelContext, program, plan) -> dict[str, str]:
         "kernels/writer.cpp": _render_dataflow(ctx, program, plan, "writer"),
         "tt.plan.json": plan_mod.dumps(plan),
         "tt.program.txt": dump(program),
+        "tt.program.json": ttir_json.dumps(program),
         "host.cpp": _ENV.get_template("host.cpp.j2").render(plan=plan, exe=exe),
         "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=ctx.name, exe=exe),
     }

@@ -175,6 +175,33 @@ def _src_path(program, fp32_acc: bool) -> str:
     return "tf32" if fp32_acc else "bf16"
 
 
+def _kinds(body: list) -> list[str]:
+    """The kind of operation each compute call belongs to for the precision report ("reduce", "matmul",
+    "eltwise"): its ``origin``; a transpose (calls in a row with origin "transpose", their pack naming the block
+    they fill) counts as the operation that reads the transposed block."""
+    from .ttir import CB
+
+    readers: dict[str, str] = {}
+    for c in body:
+        if c.origin and c.origin != "transpose":
+            for a in c.args:
+                if isinstance(a, CB):
+                    readers.setdefault(a.name, c.origin)
+    kinds = [c.origin for c in body]
+    i = 0
+    while i < len(body):
+        if body[i].origin != "transpose":
+            i += 1
+            continue
+        j = i
+        while j < len(body) and body[j].origin == "transpose":
+            j += 1
+        dest = next((a.name for c in body[i:j] if c.op == "pack_tile" for a in c.args if isinstance(a, CB)), None)
+        kinds[i:j] = [readers.get(dest, "eltwise")] * (j - i)
+        i = j
+    return [k if k in ("reduce", "matmul") else "eltwise" for k in kinds]
+
+
 def precision(program, fp32_acc: bool, resolved: dict) -> dict:
     """The plan's ``precision``: ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
     compute kernel ("reduce", "matmul", "eltwise") the least exact path any of its calls takes (``PRECISION_PATHS``);
@@ -192,11 +219,10 @@ def precision(program, fp32_acc: bool, resolved: dict) -> dict:
         if kind not in worst or PRECISION_PATHS.index(path) > PRECISION_PATHS.index(worst[kind]):
             worst[kind] = path
 
+    body = list(calls(program.kernels["compute"].body))
     fp16_pack = False
-    for c in calls(program.kernels["compute"].body):
+    for c, kind in zip(body, _kinds(body)):
         spec = CALLS.get(c.op)
-        text = str(c.note or "")
-        kind = "reduce" if text.startswith("T.reduce") else "matmul" if text.startswith("T.gemm") else "eltwise"
         cbs = [program.cbs[a.name] for a in c.args if isinstance(a, CB) and a.name in program.cbs]
         if c.op == "pack_tile" and fp32_acc and any(cb.fmt == "Float16" for cb in cbs):
             fp16_pack = True

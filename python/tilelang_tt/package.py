@@ -9,7 +9,7 @@ Layout (all integers little-endian)::
           48   H bytes   header: UTF-8 JSON {format_version, content_hash, payload_bytes, uuid, kernel, arch,
                          options, out_idx, tilelang_tt, tilelang, sdk, plan_schema, created}
         48+H   payload   an uncompressed POSIX tar of the artifact directory: tt.plan.json, kernels/*.cpp,
-                         host.cpp, CMakeLists.txt, tt.program.txt; content_hash is its SHA-256
+                         host.cpp, CMakeLists.txt, tt.program.txt, tt.program.json; content_hash is its SHA-256
 
 As Neuron's NEFF does, the header says what the payload is for (arch, versions) without unpacking it, and the
 hashes make any change to either detectable. ``read_kernel`` accepts a package or an artifact directory;

@@ -12,7 +12,7 @@ for each published point and prints the error). Inputs:
   - **static** (compile time, no emulator): ``program_work`` walks the TT program (``ttir`` nodes: ``For``,
     ``Let``, ``Call``) kernel by kernel, multiplying each call by the trip counts of the loops around it, with
     each core's runtime args from the plan's mapping. An artifact on disk holds its program as
-    ``tt.program.txt`` (the printer's form of the same nodes); ``parse_program`` reads it back into nodes. Loops
+    ``tt.program.json`` (``ttir_json``: the same nodes as data, expressions as trees evaluated per core). Loops
     are multiplied, not iterated, unless a trip count depends on an enclosing loop variable. Blocks are counted
     whole (edge tiles of tensors that the block does not divide are counted as full pages);
   - **counters** (after a run): the emulator's per-core counters (``dram_read_bytes``, ``noc_*_bytes``,
@@ -42,17 +42,15 @@ Cost per core, in cycles (rates from ``device.PERF``, each with its source):
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import json
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ttir
+from . import ttir, ttir_json
 from .device import (FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf,
                      matmul_block_unpack_tiles)
 from .intrinsics import CALLS
@@ -232,158 +230,30 @@ def summary(model: dict) -> str:
             f"counts: {model['counts_from']})")
 
 
-# ---- the program's structure: ttir nodes, from a Program or from tt.program.txt ------------------------------
+# ---- the program's structure: ttir nodes, from a Program or from tt.program.json -----------------------------
 class StaticCountError(Exception):
     """The program holds something the static walk cannot count (e.g. a symbolic trip count)."""
 
 
-_FOR = re.compile(r"^for (\w+) in \[(.+), (.+)\):$")
-_LET = re.compile(r"^let (\w+) = (.+)$")
-_CALL = re.compile(r"^(\w+)\((.*)\)$")
-
-
-def _arg(text: str):
-    """A printed call argument as the node argument it was printed from (expressions stay C++ text)."""
-    for prefix, cls in (("cb:", ttir.CB), ("tensor:", ttir.Tensor), ("dst:", ttir.Dst)):
-        if text.startswith(prefix):
-            return cls(text[len(prefix):])
-    return text
-
-
-def _node(line: str):
-    m = _FOR.match(line)
-    if m:
-        var, lo, hi = m.groups()
-        return ttir.For(_LoopVar(var), lo, f"({hi}) - ({lo})", [])
-    m = _LET.match(line)
-    if m:
-        return ttir.Let(_LoopVar(m.group(1)), m.group(2))
-    m = _CALL.match(line)
-    if not m:
-        raise StaticCountError(f"unrecognised program line: {line!r}")
-    return ttir.Call(m.group(1), tuple(_arg(a) for a in _split_args(m.group(2))))
-
-
-class _LoopVar:
-    """The name of a loop or let variable read back from text (what the walk needs of a ``tirx.Var``)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def parse_program(text: str) -> dict[str, list]:
-    """``tt.program.txt`` (``ttir.dump``'s form) -> {role: body} as ``ttir`` nodes, nested by indentation."""
-    kernels: dict[str, list] = {}
-    stack: list[tuple[int, list]] = []
-    for raw in text.splitlines():
-        if not raw.strip() or raw.startswith("#") or raw.startswith("cb "):
-            continue
-        m = re.match(r"^kernel (\w+):$", raw)
-        if m:
-            kernels[m.group(1)] = []
-            stack = [(0, kernels[m.group(1)])]
-            continue
-        if not stack:
-            raise StaticCountError(f"unexpected line outside a kernel: {raw!r}")
-        indent = (len(raw) - len(raw.lstrip(" "))) // 2
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if not stack:
-            raise StaticCountError(f"bad indentation: {raw!r}")
-        node = _node(raw.strip().split("  # ", 1)[0])
-        stack[-1][1].append(node)
-        stack.append((indent, node.body if isinstance(node, ttir.For) else []))
-    return kernels
-
-
-def _ternaries(text: str) -> str:
-    """C++ ``(c ? a : b)`` (as cexpr prints it: each inside its own parentheses) as Python ``(a if c else b)``."""
-    while "?" in text:
-        q = text.index("?")
-        depth, open_ = 0, q
-        while open_ > 0:                       # the parenthesis that encloses the '?'
-            open_ -= 1
-            depth += {")": 1, "(": -1}.get(text[open_], 0)
-            if depth < 0:
-                break
-        depth, colon, close = 0, None, q
-        for close in range(q + 1, len(text)):  # the ':' at the '?''s depth, then the closing parenthesis
-            ch = text[close]
-            depth += {"(": 1, ")": -1}.get(ch, 0)
-            if depth == 0 and ch == ":" and colon is None:
-                colon = close
-            if depth < 0:
-                break
-        if colon is None:
-            raise StaticCountError(f"cannot read the conditional in `{text}`")
-        cond, yes, no = text[open_ + 1:q], text[q + 1:colon], text[colon + 1:close]
-        text = f"{text[:open_]}(({yes}) if ({cond}) else ({no})){text[close + 1:]}"
-    return text
-
-
-def _py_expr(text: str) -> str:
-    text = re.sub(r"\b(\d+)u\b", r"\1", text)
-    return _ternaries(re.sub(r"(?<![/])/(?![/])", "//", text))
-
-
-@functools.lru_cache(maxsize=4096)
-def _compiled(text: str) -> tuple:
-    """An expression as Python code, and what _eval checks, in ast.walk order: a name it reads (str) or a node it
-    cannot evaluate (None). Cached: every emulator run models its artifact again."""
-    tree = ast.parse(_py_expr(text), mode="eval")
-    checks = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id not in ("min", "max"):
-            checks.append(node.id)
-        if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load, ast.Call,
-                                 ast.operator, ast.unaryop, ast.IfExp, ast.Compare, ast.cmpop)):
-            checks.append(None)
-    return compile(tree, "<tt.program>", "eval"), tuple(checks)
-
-
 def _text(value) -> str:
-    """An argument or bound as C++ text: ints and text as they are, TIR expressions through the printer's cexpr."""
+    """An argument or bound as C++ text, for messages."""
     if isinstance(value, (bool, int)):
         return str(int(value))
-    if isinstance(value, str):
-        return value
     from .cexpr import cexpr
 
     return cexpr(value)
 
 
 def _eval(value, env: dict) -> int:
-    if isinstance(value, (bool, int)):
-        return int(value)
-    text = _text(value)
-    code, checks = _compiled(text)
-    for name in checks:
-        if name is None:
-            raise StaticCountError(f"cannot evaluate `{text}`")
-        if name not in env:
-            raise StaticCountError(f"{name} is not known before the run (in `{text}`)")
-    return int(eval(code, {"__builtins__": {}, "min": min, "max": max}, dict(env)))
+    try:
+        return ttir_json.evaluate(value, env)
+    except LookupError as e:
+        raise StaticCountError(f"{e.args[0]} is not known before the run (in `{_text(value)}`)") from None
+    except ttir_json.ProgramFormatError as e:
+        raise StaticCountError(str(e)) from None
 
 
-def _split_args(argtext: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in argtext:
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-            continue
-        depth += ch in "(["
-        depth -= ch in ")]"
-        cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
-def _names(value) -> set[str]:
-    return set() if isinstance(value, (bool, int)) else set(re.findall(r"\b[A-Za-z_]\w*\b", _text(value)))
+_names = ttir_json.names
 
 
 def _extent_names(body: list, lets: dict) -> set[str]:
@@ -549,10 +419,10 @@ def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
 
 
 def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
-    """Per-core work of the artifact, counted from its program (``tt.program.txt``) and the plan's mapping."""
+    """Per-core work of the artifact, counted from its program (``tt.program.json``) and the plan's mapping."""
     artifact_dir = Path(artifact_dir)
     plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
-    path = artifact_dir / "tt.program.txt"
+    path = artifact_dir / "tt.program.json"
     if not path.is_file():
         raise StaticCountError(f"{path} does not exist")
     if plan["schedule"].get("dynamic") or not plan["mapping"]:
@@ -563,7 +433,7 @@ def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
 
 @functools.lru_cache(maxsize=16)
 def _static_work(program: str, plan_text: str) -> tuple[CoreWork, ...]:
-    return tuple(program_work(parse_program(program), json.loads(plan_text)))
+    return tuple(program_work(ttir_json.from_json(json.loads(program)), json.loads(plan_text)))
 
 
 # ---- per-core counts from the emulator's counters -----------------------------------------------------------
@@ -668,7 +538,7 @@ def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
     except (StaticCountError, KeyError, ValueError, SyntaxError) as err:
         return {"label": LABEL, "arch": arch, "error": f"static counts unavailable: {err}; run the kernel "
                                                       "(protocol_only=True is enough) for a counter-based model"}
-    return _with_saving(evaluate(works, arch, plan_fidelity(plan), "static (tt.program.txt x plan mapping)"), plan)
+    return _with_saving(evaluate(works, arch, plan_fidelity(plan), "static (tt.program.json x plan mapping)"), plan)
 
 
 def model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:

@@ -9,7 +9,8 @@ Nodes
   ``For(var, min, extent, body)``   a counted loop (``var`` a ``tirx.Var``; ``min``/``extent`` PrimExprs;
                                     ``persistent`` marks the loop over the core's blocks)
   ``Let(var, value)``               ``const uint32_t var = value;``
-  ``Call(op, args, note)``          one TT-Metalium call; ``op`` is a key of ``intrinsics.CALLS``
+  ``Call(op, args, note, origin)``  one TT-Metalium call; ``op`` is a key of ``intrinsics.CALLS``; ``origin``
+                                    the tile operation it lowers (``matmul``, ``reduce``, ``eltwise``, ...)
 Arguments of a call
   ``int`` / ``tirx.PrimExpr``       an index or count (printed by ``cexpr``)
   ``CB(name)``                      a circular buffer, by tile-buffer name (``Program.cbs``)
@@ -107,11 +108,12 @@ class Scalar(_Value):
 
 
 class Call(_Node):
-    _fields = ("op", "args", "note")
+    _fields = ("op", "args", "note", "origin")
 
-    def __init__(self, op: str, args: tuple = (), note: str = ""):
+    def __init__(self, op: str, args: tuple = (), note: str = "", origin: str = ""):
         self.op, self.args = op, args
-        self.note = note    # the TileLang statement this call implements ("" for protocol calls)
+        self.note = note    # the TileLang statement this call implements ("" for protocol calls): comments only
+        self.origin = origin    # the tile operation it lowers (a LowerToTTProgram kind: "matmul", "reduce", ...)
 
 
 class Let(_Node):

@@ -19,7 +19,7 @@ from tvm import tirx
 import tilelang_tt  # noqa: F401
 from examples import kernels as K
 from tilelang_tt import perf_model as pm
-from tilelang_tt import ttir
+from tilelang_tt import ttir, ttir_json
 from tilelang_tt.device import FPU_CYCLES_PER_TILE_MATMUL, PERF
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,8 +146,8 @@ def test_dram_bound_by_hand():
     assert model["seconds"] == pytest.approx(WH.launch_seconds + dram / WH.dram_bw_interleaved, rel=1e-12)
 
 
-def test_the_printed_program_counts_like_its_nodes():
-    """tt.program.txt (ttir.dump) read back by parse_program gives the work the nodes give."""
+def test_the_stored_program_counts_like_its_nodes():
+    """tt.program.json (ttir_json) read back gives the work the nodes give."""
     body = [loop(3, call("cb_reserve_back", ttir.CB("a"), 2),
                  call("read_tiles_mcast", ttir.CB("a"), ttir.Tensor("A"), tirx.Var("i", "int32") * 2, 0, 1, 2,
                       ttir.Lit("g")), call("noc_async_read_barrier"))]
@@ -157,7 +157,7 @@ def test_the_printed_program_counts_like_its_nodes():
     kernels = {"reader": body, "compute": compute, "writer": writer}
     program = ttir.Program("p", {r: ttir.Kernel(r, b) for r, b in kernels.items()}, {}, 8)
     the_plan = plan(cores=[(0, 0), (0, 1)], groups=[("g", "row")])
-    from_text = pm.program_work(pm.parse_program(ttir.dump(program)), the_plan)
+    from_text = pm.program_work(ttir_json.from_json(json.loads(ttir_json.dumps(program))), the_plan)
     assert [w.signature() for w in from_text] == [w.signature() for w in pm.program_work(program, the_plan)]
     assert from_text[0].pack_l1_acc_bytes == 4 * TILE_BYTES
     assert from_text[1].waits == {"reader:mcast": 3, "writer:write": 1}

@@ -126,7 +126,7 @@ def _hoist(body: list) -> list:
             if group and len({_key(c) for c in group}) == 1 and _invariant(group[0], node):
                 if unit == "fpu" and len({_key(c) for c in by_unit.get("unpack", [])}) > 1:
                     continue   # differing reconfigurations inside: the init must stay after each of them
-                hoisted.append(Call(group[0].op, group[0].args, group[0].note))
+                hoisted.append(Call(group[0].op, group[0].args, group[0].note, group[0].origin))
         out += hoisted + [node]
     return out
 

@@ -37,9 +37,18 @@ from ..compute_config import exact_reduce
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, tt_op_of
 from ..names import NameSupply
-from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg
+from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg, walk
 from .common import SCALER, TileOps, buffer_loads, describe, float_lit, loop, tile_op_call
 from .lower_eltwise import lower_eltwise
+
+def _tag_origin(part: dict, kind: str) -> dict:
+    """Marks every call of one tile operation's lowering with that operation's kind (``Call.origin``)."""
+    for body in part.values():
+        for n, _ in walk(body):
+            if isinstance(n, Call) and not n.origin:
+                n.origin = kind
+    return part
+
 
 _KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows")
 class LowerToProgram:
@@ -102,7 +111,7 @@ class LowerToProgram:
             kind = next((k for k in _KINDS if op.same_as(getattr(TTOps, k))), None)
             if kind is not None:
                 note = c.args[-1].value if isinstance(c.args[-1], tirx.StringImm) else describe(stmt)
-                return getattr(self, "op_" + kind)(list(c.args[:-1]), note)
+                return _tag_origin(getattr(self, "op_" + kind)(list(c.args[:-1]), note), kind)
         c = tile_op_call(stmt)
         if c is not None and (c.op.same_as(TileOps.gemm) or c.op.same_as(TileOps.fill)):
             raise TTUnsupportedError(f"{c.op.name} was not tensorized (tensorize=False) and the TT backend has no "

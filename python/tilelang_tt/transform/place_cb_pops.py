@@ -24,7 +24,7 @@ def place_pops(body: list) -> list:
         if isinstance(node, For):
             node = node.rebuilt(place_pops(node.body))
         if isinstance(node, Call) and node.op == "consume":
-            node = Call("cb_wait_front", node.args, node.note)
+            node = Call("cb_wait_front", node.args, node.note, node.origin)
             node.consume = True          # the pop is placed below, once the scope is complete
         out.append(node)
     pops: dict[int, list] = {}

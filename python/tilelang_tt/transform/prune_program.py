@@ -55,7 +55,7 @@ def _prune(body: list, live: set, analyzer) -> list:
                 continue
             _vars(node.value, live)
         elif isinstance(node, Call):
-            node = Call(node.op, tuple(_simplify(a, analyzer) for a in node.args), node.note)
+            node = Call(node.op, tuple(_simplify(a, analyzer) for a in node.args), node.note, node.origin)
             for a in node.args:
                 _vars(a, live)
         out.append(node)
