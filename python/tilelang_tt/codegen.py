@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -286,8 +287,11 @@ def _plain(value):
     return value
 
 
-# Artifacts produced by the device codegen, keyed by the hash of the kernel source TileLang stores.
-_ARTIFACTS: dict[str, Artifact] = {}
+# Artifacts produced by the device codegen, keyed by the hash of the kernel source TileLang stores, until the
+# kernel that TileLang builds around that source picks its artifact up (right after codegen, in the same compile;
+# an autotuner's parallel compiles have a few in flight): the newest _KEEP_ARTIFACTS are kept, older ones dropped.
+_ARTIFACTS: OrderedDict[str, Artifact] = OrderedDict()
+_KEEP_ARTIFACTS = 64
 
 
 def source_key(kernel_source: str) -> str:
@@ -296,6 +300,13 @@ def source_key(kernel_source: str) -> str:
 
 def lookup_artifact(kernel_source: str) -> Artifact | None:
     return _ARTIFACTS.get(source_key(kernel_source))
+
+
+def _record_artifact(source: str, art: Artifact) -> None:
+    _ARTIFACTS[source_key(source)] = art
+    _ARTIFACTS.move_to_end(source_key(source))
+    while len(_ARTIFACTS) > _KEEP_ARTIFACTS:
+        _ARTIFACTS.popitem(last=False)
 
 
 def build_tt_without_compile(mod: IRModule, target: Target):
@@ -308,5 +319,5 @@ def build_tt_without_compile(mod: IRModule, target: Target):
     art.directory = write_artifact(art.files, art.name)
     logger.info("tilelang-tt: wrote %s", art.directory)
     source = art.source()
-    _ARTIFACTS[source_key(source)] = art
+    _record_artifact(source, art)
     return tvm_ffi.get_global_func("runtime.SourceModuleCreate")(source, "tt")

@@ -30,8 +30,8 @@ class KernelContext:
         opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
         self.opts = opts
         self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
-        # resolved by the TIR pipeline (annotation > target option > ttnn default for the data formats)
-        self.math_fidelity = str(opts.get("math_fidelity") or options.math_fidelity)
+        # resolved once by the TIR pipeline (annotation > target option > ttnn default for the data formats)
+        self.math_fidelity = str(opts["math_fidelity"])
         self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
         self.names = NameSupply()
         self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
