@@ -63,3 +63,25 @@ def test_summary_of_a_dynamic_plan():
     line = plan_summary(kernel.plan).splitlines()[1]
     assert line == ("  block grid ((M + 32u - 1u) / 32u) x (2) blocks, decided at launch, policy contiguous, "
                     "order row_major, blocks split over the cores at launch"), line
+
+
+def test_symbolic_batch_of_padded_matrices_is_refused_clearly():
+    """[n, 4, H] with n a T.dynamic: each 4-row matrix pads to a tile, so the rows fold as n x 32, an expression of
+    a symbolic dimension the schedule cannot take: a TTUnsupportedError naming the tensor (it was a raw TypeError
+    from int() of the symbolic count, TileLang's deepseek_mhc example)."""
+    import tilelang.language as T
+
+    from tilelang_tt.errors import TTUnsupportedError
+
+    n = T.dynamic("num_tokens")
+
+    @T.prim_func
+    def k(b: T.Tensor((n, 4, 256), "bfloat16"), x: T.Tensor((n, 4, 256), "bfloat16")):
+        with T.Kernel(n, threads=128) as i_n:
+            b_s = T.alloc_shared((4, 128), "bfloat16")
+            for h in T.serial(2):
+                T.copy(b[i_n, 0, h * 128], b_s)
+                T.copy(b_s, x[i_n, 0, h * 128])
+
+    with pytest.raises(TTUnsupportedError, match=r"dimension num_tokens \* 32 of b is an expression of symbolic"):
+        tilelang.compile(k, target="tt")

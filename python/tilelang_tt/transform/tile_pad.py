@@ -333,7 +333,9 @@ class _Views:
         new = tirx.decl_buffer(view, buf.dtype, buf.name, data=buf.data, scope=str(buf.scope()))
         self.new[buf.data] = (new, p, folded)
         if folded != shape:
-            self.row_pads[buf.name] = {"outer": int(_prod(shape[:p - 1])), "rows": int(shape[p - 1]),
+            outer = _prod(shape[:p - 1])    # symbolic with a T.dynamic batch (the plan prints it as C++)
+            self.row_pads[buf.name] = {"outer": outer if isinstance(outer, tirx.PrimExpr) else int(outer),
+                                       "rows": int(shape[p - 1]),
                                        "padded_rows": int(folded[p - 1])}
 
     def _row_group(self, buf, shape, p):
