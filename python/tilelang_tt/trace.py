@@ -101,11 +101,12 @@ def _movement(ev: _Events, tid: int, role: str, r: dict, work, start_s: float, f
              {"blocks": blocks, "bytes_in": feed_bytes, "bytes_out": out_bytes,
               "read_barriers": r["reads"] * frac, "write_barriers": r["writes"] * frac,
               "mcast_handshakes": r["mcasts"] * frac})
+    parts = [(name, cat, r[key] * frac / hz) for key, name, cat in _PARTS if r[key]]
     t = start_s
-    for key, name, cat in _PARTS:
-        d = r[key] * frac / hz
-        ev.slice(tid, name, cat, t, t + d, depth=1)
-        t += d
+    for k, (name, cat, d) in enumerate(parts):     # the last part ends where the phase does (no rounding gap)
+        end = start_s + total if k == len(parts) - 1 else t + d
+        ev.slice(tid, name, cat, t, end, depth=1)
+        t = end
 
 
 def _core(ev: _Events, base: int, work, blocks: int, c: dict, roles: dict, perf, launch_s: float) -> None:
