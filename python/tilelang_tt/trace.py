@@ -249,11 +249,11 @@ def render_svg(trace: dict, max_cores: int = 64, width: int = 960) -> str:
         t += step
     out.append(f'<text x="{left + (width - left - 20) / 2}" y="{axis + 26}" text-anchor="middle" font-size="10">'
                'microseconds (modeled)</text>')
-    x = left
+    x = 20
     for name, color in COLORS.items():
         out.append(f'<rect x="{x}" y="{height - 14}" width="9" height="9" fill="{color}"/>'
                    f'<text x="{x + 12}" y="{height - 6}" font-size="9">{escape(name)}</text>')
-        x += 12 + 6 * len(name) + 14
+        x += 12 + 5 * len(name) + 12
     other = trace.get("otherData", {})
     title = (f"{other.get('kernel')} on {other.get('arch')} at {other.get('math_fidelity')}: "
              f"{other.get('kernel_us', end):g} us modeled, bound {other.get('bound')}; lanes per core: reader, "
