@@ -36,8 +36,8 @@ LAYERS = [
     ("passes: TIR passes, TT program passes, verifier", ["transform", "transform.*"]),
     ("compile: pass order, TT program build, printers, plan", ["kernel_context", "pipeline", "printer", "codegen"]),
     ("run and check: emulator, model, real headers, cache, runtime", [
-        "emulator", "run_artifact", "perf_model", "ttnn_reference", "realcheck", "realcheck.*", "profiler", "cache",
-        "package", "runtime"]),
+        "emulator", "run_artifact", "perf_model", "trace", "ttnn_reference", "realcheck", "realcheck.*", "profiler",
+        "cache", "package", "runtime"]),
     ("entry points", ["annotations", "language", "backend", "inspect_view", "", "cli"]),
 ]
 

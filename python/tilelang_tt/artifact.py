@@ -2,7 +2,8 @@
 
 A directory under the artifact root is reused only while its files are the ones its name's hash was taken of; a
 ``--out`` directory (``exact_dir``) replaces only an empty directory or one tilelang-tt wrote there itself, as
-recorded (each file's SHA-256) in ``<TILELANG_TT_CACHE_DIR>/out-dirs/``: user files are never deleted.
+recorded (each file's SHA-256) in ``<TILELANG_TT_CACHE_DIR>/out-dirs/``: user files are never deleted. A single
+output file (``--trace``) is replaced under the same rule (``write_output_file``).
 """
 
 from __future__ import annotations
@@ -206,8 +207,12 @@ def _record_path(final: Path) -> Path:
 
 def _record_output(final: Path, files: dict[str, str]) -> None:
     """Remember what was written at ``final`` (each file's SHA-256), so a later ``--out`` may replace it."""
-    record = {"path": os.path.realpath(final), "files": {rel: hashlib.sha256(text.encode()).hexdigest()
-                                                         for rel, text in files.items()}}
+    _write_record(final, {"path": os.path.realpath(final),
+                          "files": {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in files.items()}},
+                  "--out")
+
+
+def _write_record(final: Path, record: dict, what: str) -> None:
     where = _record_path(final)
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
@@ -216,17 +221,22 @@ def _record_output(final: Path, files: dict[str, str]) -> None:
             f.write(json.dumps(record))
         os.replace(tmp, where)
     except OSError as err:
-        logger.warning("tilelang-tt: could not record %s as written by tilelang-tt (%s); a later --out onto it "
-                       "will refuse to replace it", final, err)
+        logger.warning("tilelang-tt: could not record %s as written by tilelang-tt (%s); a later %s onto it "
+                       "will refuse to replace it", final, err, what)
 
 
-def _recorded_files(final: Path) -> dict | None:
+def _recorded(final: Path, key: str, kind: type):
+    """The record's ``key`` (``files`` of a directory, ``file`` of a single file) for ``final``, or None."""
     try:
         record = json.loads(_record_path(final).read_text())
     except (OSError, ValueError):
         return None
     ok = isinstance(record, dict) and record.get("path") == os.path.realpath(final)
-    return record["files"] if ok and isinstance(record.get("files"), dict) else None
+    return record[key] if ok and isinstance(record.get(key), kind) else None
+
+
+def _recorded_files(final: Path) -> dict | None:
+    return _recorded(final, "files", dict)
 
 
 def _tree(final: Path) -> tuple[dict[str, str], list[str]]:
@@ -281,6 +291,54 @@ def check_output_dir(final: Path) -> None:
     if problem:
         raise TTFileError(f"{final} {problem}; refusing to replace it", construct="--out",
                           fix="pass a new or empty directory, or move this one away")
+
+
+# ---- single output files (a trace, a picture): replaced only when tilelang-tt wrote them ----------------------
+def check_output_file(path: Path, what: str) -> None:
+    """Refuse (``TTFileError``) an output file path that would lose a file: a symbolic link, a directory, or an
+    existing file that is not one tilelang-tt wrote there, unchanged since (recorded, as ``--out`` directories
+    are). ``what`` names the option or call in messages (``--trace``)."""
+    final = Path(os.path.abspath(path))
+    problem = None
+    if final.is_symlink():
+        problem = "is a symbolic link"
+    elif final.is_dir():
+        problem = "is a directory"
+    elif final.exists():
+        recorded = _recorded(final, "file", str)    # SHA-256 of what we wrote
+        if not final.is_file():
+            problem = "is not a regular file"
+        elif recorded != _sha_file(str(final)):
+            problem = ("is a file that tilelang-tt did not write" if recorded is None
+                       else "was changed after tilelang-tt wrote it")
+    if problem:
+        raise TTFileError(f"{path} {problem}; refusing to replace it", construct=what,
+                          fix="pass a new file name, or move this file away")
+
+
+def write_output_file(path: Path, text: str, what: str) -> Path:
+    """Write ``text`` to the file ``path`` atomically (a temporary sibling renamed into place), if
+    ``check_output_file`` allows; a path that cannot be written is a ``TTFileError`` too."""
+    check_output_file(path, what)
+    final = Path(os.path.abspath(path))
+    data = text.encode()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
+    except OSError as err:
+        raise TTFileError(f"cannot write {path}: {err.strerror or err}", construct=what,
+                          fix="pass a path in a writable directory") from err
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    except OSError as err:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise TTFileError(f"cannot write {path}: {err.strerror or err}", construct=what,
+                          fix="free space, or pass a path in a writable directory") from err
+    _write_record(final, {"path": os.path.realpath(final), "file": hashlib.sha256(data).hexdigest()}, what)
+    return Path(path)
 
 
 class StoredArtifact:

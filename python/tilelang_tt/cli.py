@@ -1,7 +1,8 @@
 """``tilelang-tt compile FILE.py:FUNC --out DIR [--arch ARCH] [--max-cores N]``: emit without executing.
 ``tilelang-tt check DIR``: check an artifact against the real TT-Metalium 0.81 SDK.
 ``tilelang-tt run DIR --out OUT [--input NAME=FILE.npy ...] [--seed N]``: run it on tt-sim (run_artifact.py).
-``tilelang-tt model DIR [--protocol-run] [--json]``: the performance model of an artifact (perf_model.py).
+``tilelang-tt model DIR [--protocol-run] [--json] [--trace OUT.json] [--svg OUT.svg]``: the performance model of an
+artifact (perf_model.py); its per-core schedule as a Chrome/Perfetto trace and as a picture (trace.py).
 ``tilelang-tt inspect FILE_OR_DIR [--svg OUT.svg]``: a package's header and plan summary; the core map and the
 CB/L1 layout drawn as SVG (inspect_view.py).
 
@@ -121,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     mdl.add_argument("--protocol-run", action="store_true",
                      help="count with a protocol-only tt-sim run (zero inputs, no math) instead of the static walk")
     mdl.add_argument("--json", action="store_true", help="print the whole model as JSON")
+    mdl.add_argument("--trace", type=Path, default=None, metavar="OUT.json",
+                     help="write the modeled per-core schedule as a Chrome trace (open in ui.perfetto.dev): a new "
+                          "file or one tilelang-tt wrote (never user files)")
+    mdl.add_argument("--svg", type=Path, default=None, metavar="OUT.svg",
+                     help="draw the modeled per-core schedule as SVG (same rule as --trace)")
     ins = sub.add_parser("inspect", help="summarise a package or artifact; draw its core map and L1 layout (SVG)")
     ins.add_argument("artifact", type=Path, help="package file (kernel.export) or artifact directory")
     ins.add_argument("--svg", type=Path, default=None, help="SVG to write (default: ./<kernel>.tt.svg)")
@@ -182,16 +188,37 @@ def _model(args) -> int:
     import json
 
     from tilelang_tt.errors import TTError
-    from tilelang_tt.perf_model import StaticCountError, model_for_artifact, protocol_run, summary
+    from tilelang_tt.perf_model import StaticCountError, model_of, protocol_report, summary
 
     if not (args.artifact / "tt.plan.json").is_file():
         return _fail(f"{args.artifact} has no tt.plan.json", EXIT_INPUT)
+    if args.trace is not None and args.svg is not None and args.trace.resolve() == args.svg.resolve():
+        return _fail(f"--trace and --svg name the same file {args.trace}", EXIT_INPUT)
+    from tilelang_tt.artifact import check_output_file, write_output_file
+
+    for option, path in (("--trace", args.trace), ("--svg", args.svg)):
+        if path is not None:
+            check_output_file(path, option)       # before modeling: never a user's file
     try:
-        model = protocol_run(args.artifact) if args.protocol_run else model_for_artifact(args.artifact)
+        plan = json.loads((args.artifact / "tt.plan.json").read_text())
+        report = protocol_report(args.artifact, plan) if args.protocol_run else None
     except (TTError, StaticCountError) as err:
         return _fail(err, EXIT_FAILED)
+    model = model_of(args.artifact, plan, report)
+    if report is not None:
+        model["run_report_total"] = report.get("total", {})
     print(json.dumps(model, indent=2) if args.json else summary(model))
-    return 1 if "error" in model else 0
+    if "error" in model:
+        return 1
+    if args.trace is not None or args.svg is not None:
+        from tilelang_tt import trace
+
+        timeline = trace.trace_for_artifact(args.artifact, plan, report)
+        if args.trace is not None:
+            print(f"wrote {trace.write(timeline, args.trace)}")
+        if args.svg is not None:
+            print(f"wrote {write_output_file(args.svg, trace.render_svg(timeline), '--svg')}")
+    return 0
 
 
 def _inspect(args) -> int:

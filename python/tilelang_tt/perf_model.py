@@ -117,19 +117,34 @@ def _math_cycles(work: CoreWork, perf, fidelity: str) -> tuple[float, float]:
     return fpu, sfpu
 
 
+def role_cycles(work: CoreWork, perf) -> dict[str, dict[str, float]]:
+    """Cycles of each data-movement kernel (reader, writer), split into what it spends: ``feed`` (bytes it reads
+    or multicasts / the NoC rate), ``out`` (bytes it writes / the NoC rate), ``read_waits`` and ``write_waits`` (a
+    NoC round trip per barrier that waits on issued transfers), ``mcast_waits`` (a handshake per multicast
+    transfer), with their counts (``reads``, ``writes``, ``mcasts``) and ``total``."""
+    roles = {}
+    for role in ROLES:
+        reads, writes, mcasts = (work.waits[f"{role}:{k}"] for k in ("read", "write", "mcast"))
+        r = {"feed": work.feed_bytes[role] / perf.noc_bytes_per_cycle, "read_waits": reads * perf.noc_round_trip_cycles,
+             "mcast_waits": mcasts * perf.mcast_handshake_cycles,
+             "out": work.out_bytes[role] / perf.noc_bytes_per_cycle,
+             "write_waits": writes * perf.noc_round_trip_cycles, "reads": reads, "writes": writes, "mcasts": mcasts}
+        r["total"] = (r["feed"] + r["read_waits"] + r["mcast_waits"]) + (r["out"] + r["write_waits"])
+        roles[role] = r
+    return roles
+
+
 def _movement_cycles(work: CoreWork, perf) -> tuple[float, float, float]:
     """(busiest data-movement kernel, fill, drain) in cycles."""
     busiest = fill = drain = 0.0
-    for role in ROLES:
-        reads, writes, mcasts = (work.waits[f"{role}:{k}"] for k in ("read", "write", "mcast"))
-        feed = work.feed_bytes[role] / perf.noc_bytes_per_cycle + reads * perf.noc_round_trip_cycles \
-            + mcasts * perf.mcast_handshake_cycles
-        out = work.out_bytes[role] / perf.noc_bytes_per_cycle + writes * perf.noc_round_trip_cycles
-        busiest = max(busiest, feed + out)
-        if work.feed_bytes[role] or mcasts:     # a step: one barrier or one handshake (a sender makes both)
-            fill = max(fill, feed / max(1, reads, mcasts))
+    for role, r in role_cycles(work, perf).items():
+        feed = r["feed"] + r["read_waits"] + r["mcast_waits"]
+        out = r["out"] + r["write_waits"]
+        busiest = max(busiest, r["total"])
+        if work.feed_bytes[role] or r["mcasts"]:     # a step: one barrier or one handshake (a sender makes both)
+            fill = max(fill, feed / max(1, r["reads"], r["mcasts"]))
         if work.out_bytes[role]:
-            drain = max(drain, out / max(1, writes))
+            drain = max(drain, out / max(1, r["writes"]))
     return busiest, fill, drain
 
 
@@ -146,9 +161,14 @@ def core_cycles(work: CoreWork, arch: str, fidelity: str, perf=None) -> dict[str
             "pack": pack / perf.pack_bytes_per_cycle, "noc": noc, "fill": fill, "drain": drain}
 
 
-def _core_seconds(c: dict, perf) -> float:
-    steady = max(c["fpu"] + c["sfpu"], c["unpack"], c["pack"], c["noc"])
-    return (c["fill"] + steady + c["drain"]) / perf.clock_hz
+def steady_cycles(c: dict) -> float:
+    """The steady state of a core (``core_cycles``): its slowest engine, compute threads and data movement."""
+    return max(c["fpu"] + c["sfpu"], c["unpack"], c["pack"], c["noc"])
+
+
+def core_seconds(c: dict, perf) -> float:
+    """A core's modeled time from its ``core_cycles``: fill + steady state + drain."""
+    return (c["fill"] + steady_cycles(c) + c["drain"]) / perf.clock_hz
 
 
 def _bound(c: dict, dram_s: float, perf) -> str:
@@ -184,7 +204,7 @@ def evaluate_groups(groups: list[tuple[CoreWork, int]], arch: str, fidelity: str
         c = core_cycles(w, arch, fidelity, perf)
         for k in terms:
             terms[k] = max(terms[k], c[k] / perf.clock_hz)
-        core_s = _core_seconds(c, perf)
+        core_s = core_seconds(c, perf)
         if core_s > critical_s:
             critical, critical_s = (w, c), core_s
     dram_read = sum(w.dram_read_bytes * n for w, n in groups)
@@ -528,38 +548,61 @@ def _with_saving(model: dict, plan: dict) -> dict:
     return model
 
 
+STATIC_SOURCE = "static (tt.program.json x plan mapping)"
+
+
+def _static_unavailable(arch: str, err: Exception) -> dict:
+    return {"label": LABEL, "arch": arch, "error": f"static counts unavailable: {err}; run the kernel "
+                                                  "(protocol_only=True is enough) for a counter-based model"}
+
+
+def modeled_work(artifact_dir: Path, plan: dict, report: dict | None = None) -> tuple[list[CoreWork], str]:
+    """The per-core work the model of the artifact (``report`` None) or of a run prices, and where its counts come
+    from: the run's counters when the report has them, else the static walk (which raises ``StaticCountError``,
+    ``KeyError``, ``ValueError`` or ``SyntaxError`` when it cannot count)."""
+    try:
+        static = static_work(artifact_dir, plan)
+    except (StaticCountError, KeyError, ValueError, SyntaxError):
+        if report is None:
+            raise
+        static = None
+    works = []
+    if report is not None:
+        try:
+            works = counter_work(plan, report, static)
+        except (KeyError, TypeError):     # a report without the emulator's per-core counters (e.g. a device run)
+            works = []
+    if works:
+        return works, "emulator counters" + (" (protocol-only run)" if report.get("protocol_only") else "")
+    if static is None:
+        return modeled_work(artifact_dir, plan)
+    return static, STATIC_SOURCE
+
+
 def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
     """The compile-time model (static counts); never raises: an unmodelable kernel gets ``error``."""
-    artifact_dir = Path(artifact_dir)
-    plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
-    arch = plan["device"]["arch"]
-    try:
-        works = static_work(artifact_dir, plan)
-    except (StaticCountError, KeyError, ValueError, SyntaxError) as err:
-        return {"label": LABEL, "arch": arch, "error": f"static counts unavailable: {err}; run the kernel "
-                                                      "(protocol_only=True is enough) for a counter-based model"}
-    return _with_saving(evaluate(works, arch, plan_fidelity(plan), "static (tt.program.json x plan mapping)"), plan)
+    return model_of(artifact_dir, plan)
 
 
 def model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
     """The model of a run: DRAM/NoC bytes and tile-op counts from the emulator's per-core counters."""
+    return model_of(artifact_dir, plan, report)
+
+
+def model_of(artifact_dir: Path, plan: dict | None = None, report: dict | None = None) -> dict:
+    """``model_for_run`` with a report, else ``model_for_artifact``; never raises."""
+    artifact_dir = Path(artifact_dir)
+    plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
     arch = plan["device"]["arch"]
     try:
-        static = static_work(artifact_dir, plan)
-    except (StaticCountError, KeyError, ValueError, SyntaxError):
-        static = None
-    try:
-        works = counter_work(plan, report, static)
-    except (KeyError, TypeError):     # a report without the emulator's per-core counters (e.g. a device run)
-        works = []
-    if not works:
-        return model_for_artifact(artifact_dir, plan)
-    return _with_saving(evaluate(works, arch, plan_fidelity(plan), "emulator counters" + (
-        " (protocol-only run)" if report.get("protocol_only") else "")), plan)
+        works, source = modeled_work(artifact_dir, plan, report)
+    except (StaticCountError, KeyError, ValueError, SyntaxError) as err:
+        return _static_unavailable(arch, err)
+    return _with_saving(evaluate(works, arch, plan_fidelity(plan), source), plan)
 
 
-def protocol_run(artifact_dir: Path, plan: dict | None = None) -> dict:
-    """Run the artifact on tt-sim in protocol-only mode (zero inputs, no math) and model it from the counters."""
+def protocol_report(artifact_dir: Path, plan: dict | None = None) -> dict:
+    """The run report of the artifact on tt-sim in protocol-only mode (zero inputs, no math)."""
     import numpy as np
 
     from . import emulator
@@ -572,5 +615,5 @@ def protocol_run(artifact_dir: Path, plan: dict | None = None) -> dict:
         if not all(isinstance(d, int) for d in buf["shape"]):
             raise StaticCountError(f"{buf['name']} has a symbolic shape; run the kernel with real tensors")
         tensors[buf["param_index"]] = np.zeros(buf["shape"], dtype=dtypes.get(buf["format"], np.float32))
-    result = emulator.run(artifact_dir, plan, tensors, protocol_only=True, backend="sim")
-    return model_for_run(artifact_dir, plan, result.report) | {"run_report_total": result.report.get("total", {})}
+    return emulator.run(artifact_dir, plan, tensors, protocol_only=True, backend="sim").report
+

@@ -289,6 +289,17 @@ class TTJITKernel(JITKernel):
             self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
         return {"model": self.adapter.compile_model}
 
+    def trace(self, path=None) -> dict:
+        """The modeled per-core schedule of ``report["model"]`` (the last call's counters, else the compiled
+        program) as a Chrome trace-event dict (``trace.py``; open the file in ui.perfetto.dev); with ``path``, also
+        written there as JSON: a new file or one tilelang-tt wrote (never a user's file, ``TTFileError``)."""
+        from . import trace
+
+        timeline = trace.trace_for_artifact(self.artifact_dir, self.plan, self.adapter.last_report)
+        if path is not None:
+            trace.write(timeline, path, what="kernel.trace")
+        return timeline
+
     def get_profiler(self, tensor_supply_type=None):
         """TileLang's profiler: ``assert_allclose`` on tt-sim, ``do_bench`` the modeled time (profiler.py)."""
         from tilelang.profiler import TensorSupplyType
