@@ -38,8 +38,8 @@ from tvm.ir import Op
 from .. import attrs
 from ..errors import TTUnsupportedError
 from ..target import TTOptions, mesh_text
-from .common import TILE, _ops_matching, describe, decode_region, is_call_to, is_global, shape_vars, source_of, \
-    TileOps, visit
+from .common import TILE, TileOps, _ops_matching, decode_region, describe, is_call_to, shape_vars, source_of, \
+    tilelang_text, visit
 
 AXES = {"blockIdx.x": "x", "blockIdx.y": "y", "blockIdx.z": "z"}
 _OUTERMOST_FIRST = ("blockIdx.z", "blockIdx.y", "blockIdx.x")
@@ -61,6 +61,7 @@ class Kernel:
     grid: dict                # tag -> (loop var, extent)
     accesses: list = field(default_factory=list)
     loops: list = field(default_factory=list)     # (var, min, extent) of every serial/parallel loop
+    disjoint: dict = field(default_factory=dict)  # tag -> whether its blocks write disjoint parts of every output
 
 
 def _collect(func: tirx.PrimFunc) -> Kernel:
@@ -89,8 +90,9 @@ def _collect(func: tirx.PrimFunc) -> Kernel:
 
     visit(func.body, on_node)
     for call, acc in regions:
-        if any(any(a.same_as(call) for a in at.args) for at in atomics):
-            acc.kind = "accumulate"
+        atomic = next((at for at in atomics if any(a.same_as(call) for a in at.args)), None)
+        if atomic is not None:
+            acc.kind, acc.stmt = "accumulate", atomic
         kernel.accesses.append(acc)
     for load in loads:
         if any(load.same_as(r) for r in region_loads):
@@ -98,15 +100,16 @@ def _collect(func: tirx.PrimFunc) -> Kernel:
         inside_atomic = any(any(a.same_as(load) for a in at.args) for at in atomics)
         kernel.accesses.append(Access(load.buffer, tuple(load.indices), (1,) * len(load.indices),
                                       "accumulate" if inside_atomic else "read", load))
+    kernel.disjoint = {tag: _writes_disjoint(kernel, var) for tag, (var, _) in kernel.grid.items()}
     return kernel
 
 
-def _uses(expr, var) -> int:
-    """How many times ``var`` occurs in ``expr``."""
+def _uses(expr, var) -> bool:
+    """Whether ``var`` occurs in ``expr`` (a PrimExpr or a statement)."""
     hits = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tirx.PrimExpr) else expr,
                                        lambda n: hits.append(1) if isinstance(n, tirx.Var) and n.same_as(var) else None)
-    return len(hits)
+    return bool(hits)
 
 
 @dataclass
@@ -159,35 +162,36 @@ def _choose_axis(kernel: Kernel, annotated: str | None, src: str) -> str:
     candidates = [t for t in _OUTERMOST_FIRST if t in kernel.grid and not (
         isinstance(kernel.grid[t][1], tirx.IntImm) and int(kernel.grid[t][1].value) == 1)]
     for tag in candidates:
-        if _writes_disjoint(kernel, kernel.grid[tag][0]):
+        if kernel.disjoint[tag]:
             return tag
     return candidates[0] if candidates else next(t for t in _OUTERMOST_FIRST if t in kernel.grid)
 
 
-def _refuse_shared_write(name: str, accesses: list, axis: str, src: str):
+def _refuse_shared_write(name: str, accesses: list, axis: str, others: list, src: str):
     acc = next(a for a in accesses if a.kind != "read")
     reduction = acc.kind in ("accumulate", "update") or any(a.kind == "read" for a in accesses)
-    annotate = f'T.annotate_tt_mesh(axis="{axis}")'
+    other = " or ".join(f'T.annotate_tt_mesh(axis="{a}")' for a in others) or "T.annotate_tt_mesh(axis=...)"
     if reduction:
         raise TTUnsupportedError(
             f"{name} is accumulated across the split grid axis {axis} (b{axis}): its blocks run on different chips, "
-            "so this is a reduction across chips, which a mesh kernel cannot do", construct=describe(acc.stmt),
-            source=src, fix=f"split a grid axis whose blocks write disjoint parts of {name} ({annotate} with another "
-                            "axis), or run the reduction on one chip (no -mesh)")
+            "so this is a reduction across chips, which a mesh kernel cannot do", construct=tilelang_text(acc.stmt),
+            source=src, fix=f"split a grid axis whose blocks write disjoint parts of {name} ({other}), or run the "
+                            "reduction on one chip (no -mesh)")
     raise TTUnsupportedError(
         f"{name} is written at the same place by blocks along the split grid axis {axis} (b{axis}), which run on "
-        "different chips: their writes would overlap", construct=describe(acc.stmt), source=src,
-        fix=f"index {name} by b{axis} so every chip writes its own part, split another axis "
-            f"({annotate}), or run on one chip (no -mesh)")
+        "different chips: their writes would overlap", construct=tilelang_text(acc.stmt), source=src,
+        fix=f"index {name} by b{axis} so every chip writes its own part, split another axis ({other}), or run on "
+            "one chip (no -mesh)")
 
 
-def _distribution(buf, accesses, var, extent: int, chips: int, axis: str, ana, src: str) -> Shard | None:
+def _distribution(buf, accesses, var, extent: int, chips: int, axis: str, others: list, ana,
+                  src: str) -> Shard | None:
     """None (replicated) or the Shard of one tensor parameter, from all its accesses."""
     name = buf.name
     dims = sorted({d for a in accesses for d, m in enumerate(a.mins) if _uses(m, var)})
     if not dims:
         if any(a.kind != "read" for a in accesses):
-            _refuse_shared_write(name, accesses, axis, src)
+            _refuse_shared_write(name, accesses, axis, others, src)
         return None
     if len(dims) > 1:
         raise TTUnsupportedError(f"{name} is indexed by the split grid axis b{axis} in dimensions {dims}",
@@ -232,34 +236,36 @@ def _distribution(buf, accesses, var, extent: int, chips: int, axis: str, ana, s
     return shard
 
 
-def _check_other_uses(func, kernel: Kernel, var, shards: dict, axis: str, src: str) -> None:
+def _check_other_uses(func, var, shards: dict, axis: str, src: str) -> None:
     """The split axis may appear only in the sharded dimensions' indices: anywhere else a chip would use its local
-    block number where the kernel means the global one."""
+    block number where the kernel means the global one. Those indices are rewritten to a stand-in; any use of the
+    axis left is refused, naming its statement."""
+    stand_in = tirx.Var(f"{var.name}_shard", var.dtype)
 
-    def stray(expr) -> int:      # uses of the split axis in expr outside the sharded dimensions' indices
-        allowed = []
+    def local(indices, name):
+        dim = shards[name].dim
+        return [tirx.stmt_functor.substitute(e, {var: stand_in}) if d == dim else e for d, e in enumerate(indices)]
 
-        def on_node(n):
-            if isinstance(n, tirx.BufferLoad) and shards.get(n.buffer.name) is not None:
-                allowed.append(_uses(n.indices[shards[n.buffer.name].dim], var))
+    def post(node):
+        if shards.get(node.buffer.name) is None:
+            return None
+        if isinstance(node, tirx.BufferLoad):
+            return tirx.BufferLoad(node.buffer, local(node.indices, node.buffer.name))
+        return tirx.BufferStore(node.buffer, node.value, local(node.indices, node.buffer.name))
 
-        tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), on_node)
-        return _uses(expr, var) - sum(allowed)
-
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
     culprit = []
 
     def on_stmt(node):
         exprs = {tirx.Evaluate: lambda n: [n.value], tirx.IfThenElse: lambda n: [n.condition],
                  tirx.For: lambda n: [n.min, n.extent], tirx.Bind: lambda n: [n.value],
-                 tirx.BufferStore: lambda n: [n.value] + [i for d, i in enumerate(n.indices)
-                                                          if shards.get(n.buffer.name) is None
-                                                          or d != shards[n.buffer.name].dim]}.get(type(node))
-        if exprs is not None and any(stray(e) for e in exprs(node)):
+                 tirx.BufferStore: lambda n: [n.value, *n.indices]}.get(type(node))
+        if not culprit and exprs is not None and any(_uses(e, var) for e in exprs(node)):
             culprit.append(node)
 
-    tirx.stmt_functor.post_order_visit(func.body, on_stmt)
+    tirx.stmt_functor.post_order_visit(body, on_stmt)
     if culprit:
-        where = describe(culprit[0])
+        where = tilelang_text(culprit[0])
         raise TTUnsupportedError(f"the split grid axis b{axis} is used in {where}, not only to index the sharded "
                                  "tensors: each chip runs its blocks with a local block number", construct=where,
                                  source=src, fix="split another grid axis (T.annotate_tt_mesh(axis=...)) or run on "
@@ -330,11 +336,12 @@ def mesh_split(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
             ana.bind(v, tvm.ir.Range.from_min_extent(lo, ext))
     for t, (v, e) in kernel.grid.items():
         ana.bind(v, tvm.ir.Range.from_min_extent(0, e))
+    others = [AXES[t] for t in _OUTERMOST_FIRST if t in kernel.grid and t != tag and kernel.disjoint[t]]
     params = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
     shards, tensors, new_bufs = {}, {}, {}
     for index, buf in params:
         accesses = [a for a in kernel.accesses if a.buffer.data.same_as(buf.data)]
-        shard = _distribution(buf, accesses, var, extent, chips, axis, ana, src) if accesses else None
+        shard = _distribution(buf, accesses, var, extent, chips, axis, others, ana, src) if accesses else None
         shards[buf.name] = shard
         global_shape = [int(s) for s in buf.shape]
         if shard is None:
@@ -345,7 +352,7 @@ def mesh_split(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
         tensors[buf.name] = {"distribution": "sharded", "param_index": index, "dim": shard.dim,
                              "global_shape": global_shape,
                              "shard_shape": [int(s) for s in new_bufs[buf.name].shape]}
-    _check_other_uses(func, kernel, var, shards, axis, src)
+    _check_other_uses(func, var, shards, axis, src)
     per_chip = extent // chips
     out = _rewrite(func, tag, per_chip, new_bufs)
     info = {"shape": [rows, cols], "chips": chips, "axis": axis, "grid_extent": extent, "per_chip": per_chip,
