@@ -103,6 +103,9 @@ def test_each_chip_moves_only_its_shard():
         assert chip["device_to_host_bytes"] == c_shard
     assert report["total"]["dram_read_bytes"] == 8 * (a_shard + b_bytes)
     assert sorted(tuple(ch["chip"]) for ch in report["chips"]) == [(r, c) for r in range(2) for c in range(4)]
+    model = report["model"]["mesh"]     # the run's model: each chip's from its own cores, the kernel the slowest
+    assert model["kernel_seconds"] == max(ch["seconds"] for ch in model["chips"]) == report["model"]["seconds"]
+    assert [ch["host_to_device_bytes"] for ch in model["chips"]] == [a_shard + b_bytes] * 8
 
 
 def _split_k(M=64, N=64, K_=128, KS=2):
@@ -174,3 +177,20 @@ def test_2x4_host_program_passes_the_real_header_check(tmp_path):
     broken.write_text(host.read_text().replace("MeshShape(2, 4)", "MeshShape(2, 4, 1, 1)"))
     bad = check_host(broken, art.plan)
     assert not bad.ok and "MeshShape" in bad.problems[0]
+
+
+def test_mesh_model_is_the_slowest_chip_plus_the_host_links():
+    from tilelang_tt import perf_model
+
+    plan = {"device": {"arch": "wormhole_b0"}, "mesh": {"shape": [1, 4], "chips": 4}, "buffers": [
+        {"io": "input", "bytes": 4000, "distribution": {"kind": "sharded", "shard_bytes": 1000}},
+        {"io": "input", "bytes": 500, "distribution": {"kind": "replicated"}},
+        {"io": "output", "bytes": 800, "distribution": {"kind": "sharded", "shard_bytes": 200}}]}
+    chips = [{"seconds": s, "matmul_tiles": 10, "dram_bytes": 1} for s in (1e-3, 3e-3, 2e-3, 1e-3)]
+    model = perf_model.mesh_model(chips, plan)
+    assert model["seconds"] == 3e-3 and model["mesh"]["slowest_chip"] == [0, 1]
+    # two chips behind each n300 PCIe link (31.5 GB/s a direction): 2 x (1000 + 500) B in, 2 x 200 B out per link
+    assert model["mesh"]["host_to_device_seconds"] == 3000 / 31.5e9
+    assert model["mesh"]["device_to_host_seconds"] == 400 / 31.5e9
+    assert model["mesh"]["end_to_end_seconds"] == 3000 / 31.5e9 + 3e-3 + 400 / 31.5e9
+    assert model["tflops"] == 40 * 2 * 32 ** 3 / 3e-3 / 1e12
