@@ -7,6 +7,7 @@ or ``from tilelang_tt import language as T``, which re-exports all of ``tilelang
                            chunk_k_tiles=None, qk_chunk_tiles=None)
     T.annotate_tt_sharding({A: T.TTShard(axis=0, tiles=("rows", 32), placement="DRAM")})
     T.annotate_tt_compute(math_fidelity="HiFi2", fp32_dest_acc=True, packer_l1_acc=None, allow_tf32=None)
+    T.annotate_tt_mesh(axis="y")      # with target "tt -mesh=RxC": the grid axis split across the chips
 
 Both are called inside the ``T.Kernel`` body and attach block attributes that the TT passes read; other
 targets ignore them.
@@ -124,7 +125,24 @@ def annotate_tt_compute(math_fidelity: str | None = None, fp32_dest_acc: bool | 
     return _sblock_attr({attrs.COMPUTE_ANNOTATION: spec})
 
 
-TT_NAMES = ("annotate_tt_schedule", "annotate_tt_sharding", "annotate_tt_compute", "TTShard")
+MESH_AXES = ("x", "y", "z")     # blockIdx.x / .y / .z: the names T.Kernel binds first, second, third
+
+
+def annotate_tt_mesh(axis):
+    """With a mesh target (``"tt -mesh=2x4"``): split the grid axis ``axis`` across the chips, each chip running
+    the same per-chip program over its share of that axis' blocks. ``axis`` is ``"x"``, ``"y"`` or ``"z"`` (or
+    0, 1, 2): the first, second or third variable of ``T.Kernel(...) as (bx, by, bz)``. Without the annotation
+    MeshSplitTT splits the outermost axis (of extent > 1) whose blocks write disjoint parts of every output."""
+    if isinstance(axis, int) and not isinstance(axis, bool) and 0 <= axis < len(MESH_AXES):
+        axis = MESH_AXES[axis]
+    if axis not in MESH_AXES:
+        raise TTAnnotationError(f"axis={axis!r} is not a grid axis", construct="T.annotate_tt_mesh(axis=...)",
+                                fix='use "x", "y" or "z" (0, 1, 2): the position of the variable in T.Kernel(...) as '
+                                    '(bx, by, bz)')
+    return _sblock_attr({attrs.MESH_ANNOTATION: {"axis": axis}})
+
+
+TT_NAMES = ("annotate_tt_schedule", "annotate_tt_sharding", "annotate_tt_compute", "annotate_tt_mesh", "TTShard")
 
 
 def install_into_tilelang_language() -> None:

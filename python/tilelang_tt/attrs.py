@@ -8,8 +8,10 @@ a ``"tt."`` key (a test enforces it).
 SCHEDULE_ANNOTATION = "tt.schedule_annotation"
 SHARDING_ANNOTATION = "tt.sharding_annotation"
 COMPUTE_ANNOTATION = "tt.compute_annotation"      # T.annotate_tt_compute: math fidelity, fp32 accumulation
+MESH_ANNOTATION = "tt.mesh_annotation"            # T.annotate_tt_mesh: the grid axis split across the chips
 
 # PrimFunc attributes written by the passes.
+MESH = "tt.mesh"                      # MeshSplitTT: mesh shape, split axis, each tensor's distribution
 HOST_UNPACK = "tt.host_unpack"        # UnpackWeightsTT: packed weight tensors the host unpacks (table per position)
 SDPA = "tt.sdpa"                      # SDPAFusionTT: the attention structure and its work split
 SUPER_BLOCK = "tt.super_block"        # SuperBlockTT: user blocks fused per core, how multicast was chosen
@@ -41,6 +43,6 @@ def put(func, values: dict):
 
 
 ALL_KEYS = (
-    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
+    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, MESH_ANNOTATION, MESH, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
     CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, SUPER_BLOCK, HOST_UNPACK,
 )

@@ -25,6 +25,7 @@ from .errors import TTLoweringError
 from .formats import tensor_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
 from .kernel_context import KernelContext, dim as _dim
+from .mesh_plan import globalize_buffers, mesh_entry
 from .pipeline import build_program
 from .printer import call_text, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
@@ -185,6 +186,10 @@ def _plan(ctx: KernelContext, program) -> dict:
         plan["super_block"] = _plain(ctx.func.attrs[attrs.SUPER_BLOCK])
     if program.multicast:
         plan["multicast"] = program.multicast
+    if attrs.MESH in ctx.func.attrs:     # MeshSplitTT: the host's buffers are global, each sharded or replicated
+        mesh = _plain(ctx.func.attrs[attrs.MESH])
+        plan["mesh"] = mesh_entry(mesh)
+        plan["buffers"] = globalize_buffers(plan["buffers"], mesh, ctx.src)
     plan_mod.check_invariants(plan)     # the schema: at every trust boundary and in the tests (plan.py)
     return plan
 

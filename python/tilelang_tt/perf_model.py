@@ -581,11 +581,16 @@ def modeled_work(artifact_dir: Path, plan: dict, report: dict | None = None) -> 
 
 def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
     """The compile-time model (static counts); never raises: an unmodelable kernel gets ``error``."""
+    plan = plan or json.loads((Path(artifact_dir) / "tt.plan.json").read_text())
+    if "mesh" in plan:
+        return mesh_model_for_artifact(Path(artifact_dir), plan)
     return model_of(artifact_dir, plan)
 
 
 def model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
     """The model of a run: DRAM/NoC bytes and tile-op counts from the emulator's per-core counters."""
+    if "mesh" in plan and report.get("chips"):
+        return mesh_model_for_run(Path(artifact_dir), plan, report)
     return model_of(artifact_dir, plan, report)
 
 
@@ -617,3 +622,74 @@ def protocol_report(artifact_dir: Path, plan: dict | None = None) -> dict:
         tensors[buf["param_index"]] = np.zeros(buf["shape"], dtype=dtypes.get(buf["format"], np.float32))
     return emulator.run(artifact_dir, plan, tensors, protocol_only=True, backend="sim").report
 
+
+# ---- a mesh of chips (plan "mesh", MeshSplitTT) -------------------------------------------------------------------
+# The host link of one card, per direction: PCIe 4.0 x16 (Wormhole n150/n300) and PCIe 5.0 x16 (Blackhole p100/p150)
+# (../shared/reference/PERF_ANCHORS.md section 1, "Host link") = 16 / 32 GT/s x 16 lanes x 128/130 [D]. An n300 card
+# holds two Wormhole chips behind one link (a T3000 is four n300); a Blackhole card holds one chip.
+HOST_LINK_BYTES_PER_S = {"wormhole_b0": 31.5e9, "blackhole": 63.0e9}
+CHIPS_PER_HOST_LINK = {"wormhole_b0": 2, "blackhole": 1}
+
+
+def mesh_host_bytes(plan: dict) -> list[tuple[int, int]]:
+    """(host -> chip, chip -> host) bytes of every chip (row-major over the mesh): a sharded tensor's shard, a
+    replicated input whole."""
+    chips = plan["mesh"]["chips"]
+    to_dev = to_host = 0
+    for b in plan["buffers"]:
+        d = b.get("distribution", {})
+        size = d["shard_bytes"] if d.get("kind") == "sharded" else b["bytes"]
+        if b["io"] in ("input", "inout"):
+            to_dev += size
+        if b["io"] in ("output", "inout"):
+            to_host += size
+    return [(to_dev, to_host)] * chips
+
+
+def mesh_model(chip_models: list[dict], plan: dict, host: list[tuple[int, int]] | None = None) -> dict:
+    """The model of a mesh launch from each chip's model: the kernel takes as long as the slowest chip (the chips run
+    concurrently and never wait for each other); host transfers run over the cards' links, the chips behind one
+    link sharing it, the links in parallel. ``seconds`` is the kernel time; ``end_to_end_seconds`` adds the
+    transfers (inputs before, outputs after)."""
+    arch = plan["device"]["arch"]
+    host = host or mesh_host_bytes(plan)
+    slowest = max(range(len(chip_models)), key=lambda k: chip_models[k]["seconds"])
+    per_link = CHIPS_PER_HOST_LINK.get(arch, 1)
+    bw = HOST_LINK_BYTES_PER_S.get(arch, HOST_LINK_BYTES_PER_S["wormhole_b0"])
+    links = range(0, len(host), per_link)
+    to_dev_s = max(sum(h[0] for h in host[i:i + per_link]) for i in links) / bw
+    to_host_s = max(sum(h[1] for h in host[i:i + per_link]) for i in links) / bw
+    cols = plan["mesh"]["shape"][1]
+    out = dict(chip_models[slowest])
+    seconds = out["seconds"]
+    matmuls = sum(m.get("matmul_tiles", 0) for m in chip_models)
+    out.update(
+        seconds=seconds, tflops=matmuls * TILE_MATMUL_FLOPS / seconds / 1e12 if matmuls and seconds > 0 else None,
+        matmul_tiles=matmuls, dram_bytes=sum(m["dram_bytes"] for m in chip_models),
+        mesh={"shape": plan["mesh"]["shape"], "slowest_chip": [slowest // cols, slowest % cols],
+              "kernel_seconds": seconds, "host_to_device_seconds": to_dev_s, "device_to_host_seconds": to_host_s,
+              "end_to_end_seconds": to_dev_s + seconds + to_host_s, "host_link_bytes_per_s": bw,
+              "chips_per_host_link": per_link,
+              "chips": [{"chip": [k // cols, k % cols], "seconds": m["seconds"], "host_to_device_bytes": h[0],
+                         "device_to_host_bytes": h[1]} for k, (m, h) in enumerate(zip(chip_models, host))]})
+    return out
+
+
+def mesh_model_for_artifact(artifact_dir: Path, plan: dict) -> dict:
+    """The compile-time model of a mesh kernel: every chip runs the same per-chip program (static counts)."""
+    chip = model_for_artifact(artifact_dir, {k: v for k, v in plan.items() if k != "mesh"})
+    if "error" in chip:
+        return chip
+    return mesh_model([chip] * plan["mesh"]["chips"], plan)
+
+
+def mesh_model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
+    """The model of a mesh run: each chip's model from its own cores' counters (tt-sim's report lists every core
+    with its chip), the host bytes each chip received and sent."""
+    one_chip = {k: v for k, v in plan.items() if k != "mesh"}
+    models, host = [], []
+    for chip in report["chips"]:
+        cores = [c for c in report["cores"] if c.get("chip") == chip["chip"]]
+        models.append(model_for_run(artifact_dir, one_chip, {**report, "cores": cores, "chips": None}))
+        host.append((chip["host_to_device_bytes"], chip["device_to_host_bytes"]))
+    return mesh_model(models, plan, host)

@@ -2,13 +2,15 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> InlineIndexLetsTT -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
 
 InlineIndexLetsTT runs first: every analysis after it sees index expressions, never a let-bound variable that
-hides the loop index it depends on. UnpackWeightsTT runs next: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
+hides the loop index it depends on. MeshSplitTT runs only for a mesh target (``-mesh=RxC``): it turns the kernel into
+the per-chip kernel (the split axis' share of blocks, each sharded tensor its chip's shard) that every later pass
+compiles as a one-chip kernel. UnpackWeightsTT runs next: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
 plan), so every later pass sees ordinary int8 weights.
 
 SDPAFusionTT (the design's phase-1 attention pass) runs early because what it decides for FlashAttention is the
@@ -53,6 +55,7 @@ from .transform.dead_values import eliminate_dead_values
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.inline_index_lets import inline_index_lets
 from .transform.memory_space_lower import memory_space_lower
+from .transform.mesh_split import mesh_split
 from .transform.predicate_parallel import predicate_parallel
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
@@ -76,8 +79,10 @@ def passes(options: TTOptions):
     TTError raised inside a pass reaches the user as itself (TVM's FFI would turn it into RuntimeError).
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
-    seq = [
-        ("InlineIndexLetsTT", inline_index_lets),
+    seq = [("InlineIndexLetsTT", inline_index_lets)]
+    if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
+        seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
+    seq += [
         ("PredicateParallelTT", predicate_parallel),
         ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options, lambda g: lower_candidate(g, options))),

@@ -3,7 +3,8 @@
 TileLang 0.1.15's TVM has no ``tt`` target kind and rejects unknown attributes on the kinds it has, so
 ``tt`` targets are ``ext_dev`` targets whose ``keys`` are ``["tt", <arch>, "opt:<name>=<value>", ...]``.
 Accepted spellings: ``"tt"``, ``"tt -arch=blackhole -max_cores=16 -compile_only"``, and
-``{"kind": "tt", "arch": "blackhole", "max_cores": 16, "compile_only": True}``.
+``{"kind": "tt", "arch": "blackhole", "max_cores": 16, "compile_only": True}``. ``-mesh=RxC`` (dict form: ``"mesh": "1x2"``
+or ``[1, 2]``) runs the kernel on a mesh of R x C chips (n300 1x2, T3000 2x4, Galaxy 4x8; MeshSplitTT).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class TTOptions:
     multicast: bool | None = None         # T.annotate_tt_schedule(multicast=...) for kernels that do not say
     packer_l1_acc: bool | None = None     # None/True: CB-resident accumulators accumulate in the packer; False: reload
     allow_tf32: bool | None = None        # True: float32 reductions / elementwise on the FPU (TF32 operands, faster)
+    mesh: tuple[int, int] | None = None   # (rows, cols) of chips: one kernel split over a mesh (MeshSplitTT)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -45,10 +47,45 @@ class TTOptions:
         n = self.device.num_cores
         return n if self.max_cores is None else min(n, self.max_cores)
 
+    @property
+    def num_chips(self) -> int:
+        return 1 if self.mesh is None else self.mesh[0] * self.mesh[1]
+
     def as_dict(self) -> dict:
-        return {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
-                "tensorize": self.tensorize, "math_fidelity": self.math_fidelity, "fp32_dest_acc": self.fp32_dest_acc,
-                "multicast": self.multicast, "packer_l1_acc": self.packer_l1_acc, "allow_tf32": self.allow_tf32}
+        out = {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
+               "tensorize": self.tensorize, "math_fidelity": self.math_fidelity, "fp32_dest_acc": self.fp32_dest_acc,
+               "multicast": self.multicast, "packer_l1_acc": self.packer_l1_acc, "allow_tf32": self.allow_tf32}
+        if self.mesh is not None:     # absent on one chip: a one-chip target (its cache keys, its IR) is unchanged
+            out["mesh"] = mesh_text(self.mesh)
+        return out
+
+
+MAX_MESH_CHIPS = 32     # Galaxy: 4x8 Wormhole chips (PERF_ANCHORS.md section 1)
+
+
+def mesh_text(mesh: tuple[int, int]) -> str:
+    return f"{mesh[0]}x{mesh[1]}"
+
+
+def parse_mesh(value) -> tuple[int, int]:
+    """``"2x4"``, ``[2, 4]`` or ``(2, 4)`` -> (rows, cols) of chips; a TTTargetError for anything else."""
+    fix = 'write the mesh as rows x cols of chips: "1x2" (n300), "2x4" (T3000), "4x8" (Galaxy), or [2, 4]'
+    if isinstance(value, str):
+        parts = value.lower().split("x")
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        parts = []
+    try:
+        dims = tuple(int(p) for p in parts if not isinstance(p, bool))
+    except (TypeError, ValueError):
+        dims = ()
+    if len(dims) != 2 or len(parts) != 2 or min(dims) < 1:
+        raise TTTargetError(f"mesh={value!r} is not a mesh shape", construct="target option 'mesh'", fix=fix)
+    if dims[0] * dims[1] > MAX_MESH_CHIPS:
+        raise TTTargetError(f"mesh={value!r} has {dims[0] * dims[1]} chips, more than the {MAX_MESH_CHIPS} of the "
+                            "largest Tenstorrent mesh (Galaxy, 4x8)", construct="target option 'mesh'", fix=fix)
+    return dims
 
 
 _BOOL_TRUE = {"1", "true", "yes", "on"}
@@ -80,6 +117,8 @@ def _coerce(name: str, value) -> object:
         if text in _BOOL_FALSE:
             return False
         raise TTTargetError(f"{name} must be a boolean, got {value!r}", construct=f"target option '{name}'")
+    if name == "mesh":
+        return parse_mesh(value)
     if name == "math_fidelity":
         if value not in MATH_FIDELITIES:
             raise TTTargetError(f"unknown math fidelity {value!r}", construct="target option 'math_fidelity'",
@@ -87,7 +126,7 @@ def _coerce(name: str, value) -> object:
         return value
     raise TTTargetError(f"unknown option {name!r}", construct="tt target",
                         fix="options are arch, max_cores, compile_only, tensorize, math_fidelity, fp32_dest_acc, "
-                            "multicast, packer_l1_acc, allow_tf32")
+                            "multicast, packer_l1_acc, allow_tf32, mesh")
 
 
 def make_options(**kwargs) -> TTOptions:

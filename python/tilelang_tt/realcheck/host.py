@@ -51,6 +51,7 @@ RETURNS: dict[str, str] = {
     _T + "TensorAccessorArgs::append_to": "void",
     _T + "TensorAccessorArgs::get_compile_time_args": "std::vector<std::uint32_t>",
     _D + "MeshDevice::create_unit_mesh": "static std::shared_ptr<MeshDevice>",
+    _D + "MeshDevice::create": "static std::shared_ptr<MeshDevice>",
     _D + "MeshDevice::mesh_command_queue": "MeshCommandQueue&",
     _D + "MeshDevice::shape": "const MeshShape&",
     _D + "MeshDevice::close": "bool",
@@ -66,6 +67,7 @@ RETURNS: dict[str, str] = {
 # How many trailing parameters have defaults (a mangled name has none). [§5.1, §5.2, §5.3]
 DEFAULTS: dict[str, int] = {
     _D + "MeshDevice::create_unit_mesh": 6,
+    _D + "MeshDevice::create": 6,
     _D + "MeshDevice::mesh_command_queue": 1,
     _D + "MeshBuffer::create": 1,
     _D + "Finish": 1,
@@ -90,10 +92,10 @@ KNOWN_TYPES = frozenset(
     + [_T + n for n in ("CoreRange", "CoreRangeSet", "Program", "CircularBufferConfig", "DataMovementConfig",
                         "ComputeConfig", "Buffer", "MeshTensor", "DramConfig", "EthernetConfig", "Tile", "CBDescriptor",
                         "ProgramDescriptor", "detail::ProgramImpl", "DispatchCoreConfig", "SubDeviceIdTag",
-                        "TensorAccessorArgs", "BufferType")]
+                        "TensorAccessorArgs", "BufferType", "Shape2D")]
     + [_D + n for n in ("MeshDevice", "MeshBuffer", "MeshCoordinate", "MeshShape", "MeshCoordinateRange",
                         "MeshCommandQueue", "ReplicatedBufferConfig", "ShardedBufferConfig", "DeviceLocalBufferConfig",
-                        "MeshWorkload")])
+                        "MeshWorkload", "MeshDeviceConfig")])
 _BUILTIN = frozenset("unsigned signed int long short char bool void float double const volatile wchar_t char8_t "
                      "char16_t char32_t __int128".split())
 _IDENT = re.compile(r"(?<![\w:])[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
@@ -312,16 +314,20 @@ _PROTOCOL = [  # (call, pattern, what is wrong when it is missing; None = checke
     ("Finish", r"\bFinish\(", "never waits for the command queue"),
     ("MeshDevice::close", r"->close\(\)", "never closes the device"),
 ]
+# A mesh kernel (plan "mesh"): the mesh is opened, the shards written, then one program per chip added.
+_MESH_PROTOCOL = [_PROTOCOL[i] for i in (2, 1, 3, 4, 5, 6, 7)]
+_MESH_PROTOCOL.insert(0, ("MeshDevice::create", r"MeshDevice::create\(", "never opens the mesh"))
 
 
 def check_protocol(code: str, plan: dict) -> list[str]:
     """The host program against tt.plan.json: every buffer, circular buffer (index, format, page size), kernel and
     runtime-arg call the plan needs is there, and the device calls come in a working order."""
     problems, last = [], (-1, "")
+    mesh = plan.get("mesh")
     for header in ("host_api.hpp", "distributed.hpp", "tensor_accessor_args.hpp"):
         if not re.search(rf"^\s*#\s*include\s*<tt-metalium/{re.escape(header)}>", code, re.M):
             problems.append(f"host.cpp does not #include <tt-metalium/{header}>")
-    for call, pattern, missing in _PROTOCOL:
+    for call, pattern, missing in _MESH_PROTOCOL if mesh else _PROTOCOL:
         m = re.search(pattern, code)
         if m is None:
             if missing:
@@ -330,8 +336,13 @@ def check_protocol(code: str, plan: dict) -> list[str]:
         if m.start() < last[0]:
             problems.append(f"host.cpp calls {call} before {last[1]}, which must come first")
         last = max(last, (m.start(), call))
+    if mesh:
+        problems += _check_mesh(code, plan)
     for b in plan.get("buffers", []):
         name = re.escape(b["name"])
+        if b.get("distribution", {}).get("kind") == "sharded":
+            problems += _check_sharded(code, b)
+            continue
         m = re.search(rf"\b{name}_config\{{\.page_size = (\w+),.*?\b{name}\s*=\s*distributed::MeshBuffer::create\("
                       rf"\s*distributed::ReplicatedBufferConfig\{{\.size = ([^}}]+)\}}", code, re.S)
         if m is None:
@@ -364,6 +375,37 @@ def check_protocol(code: str, plan: dict) -> list[str]:
         if not re.search(rf"\bSetRuntimeArgs\(\s*program,\s*{role}\b", code):
             problems.append(f"host.cpp never sets the {role} kernel's runtime args (SetRuntimeArgs)")
     return problems
+
+
+def _check_mesh(code: str, plan: dict) -> list[str]:
+    """A mesh kernel's host program opens the plan's mesh and adds one program per chip."""
+    mesh, problems = plan["mesh"], []
+    rows, cols = mesh["shape"]
+    if not re.search(rf"MeshDevice::create\(\s*distributed::MeshDeviceConfig\(\s*distributed::MeshShape\(\s*{rows},\s*"
+                     rf"{cols}\s*\)\s*\)\s*\)", code):
+        problems.append(f"host.cpp does not open the plan's {rows}x{cols} mesh "
+                        f"(MeshDevice::create(MeshDeviceConfig(MeshShape({rows}, {cols}))))")
+    if not re.search(rf"for \(uint32_t chip = 0; chip < {mesh['chips']}; \+\+chip\)", code) or not re.search(
+            rf"MeshCoordinate coord\(chip / {cols}, chip % {cols}\).*?\.add_program\(\s*distributed::"
+            r"MeshCoordinateRange\(coord, coord\)", code, re.S):
+        problems.append(f"host.cpp does not add one program per chip of the {rows}x{cols} mesh (workload.add_program("
+                        "MeshCoordinateRange(coord, coord), ...) for each chip)")
+    return problems
+
+
+def _check_sharded(code: str, b: dict) -> list[str]:
+    """A sharded buffer is created with the plan's global size and page matrices."""
+    name, d = re.escape(b["name"]), b["distribution"]
+    m = re.search(rf"\b{name}_config\{{\.page_size = (\w+),.*?\b{name}\s*=\s*distributed::MeshBuffer::create\("
+                  r"\s*distributed::ShardedBufferConfig\{\.global_size = (\d+),\s*\.global_buffer_shape = "
+                  r"Shape2D\((\d+), (\d+)\),\s*\.shard_shape = Shape2D\((\d+), (\d+)\)", code, re.S)
+    if m is None:
+        return [f"host.cpp never creates the sharded device buffer {b['name']} (distributed::ShardedBufferConfig)"]
+    want = (str(b["page_size"]), str(b["bytes"]), *map(str, d["buffer_shape"]), *map(str, d["shard_shape"]))
+    if m.groups() != want:
+        return [f"host.cpp creates sharded buffer {b['name']} with (page size, global size, buffer shape, shard shape) "
+                f"= {m.groups()}, but the plan says {want}"]
+    return []
 
 
 def check_host(host_cpp: Path, plan: dict | None = None) -> HostCheck:

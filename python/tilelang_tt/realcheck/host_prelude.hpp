@@ -127,15 +127,35 @@ public:
     // @MEMBERS tt::tt_metal::CircularBufferConfig
 };
 
+// [S] Shape2D(unsigned long, unsigned long) and its other constructors; [R shape2d.hpp] the height x width of a
+// ShardedBufferConfig's global buffer and shard.
+class Shape2D {
+public:
+    // @MEMBERS tt::tt_metal::Shape2D
+};
+
 namespace distributed {
 
 class MeshDevice;
 class MeshBuffer;
-class MeshCoordinate;
+
+class MeshCoordinate {
+public:
+    // @MEMBERS tt::tt_metal::distributed::MeshCoordinate
+};
 
 class MeshShape {
 public:
     // @MEMBERS tt::tt_metal::distributed::MeshShape
+};
+
+// [R mesh_config.hpp] MeshDevice::create's config: its constructor is inline in the SDK (not exported), declared
+// here by hand: MeshDeviceConfig(mesh_shape, offset = nullopt, physical_device_ids = {}). NOT checked against the
+// library; MeshDevice::create(const MeshDeviceConfig&, ...) is.
+class MeshDeviceConfig {
+public:
+    MeshDeviceConfig(const MeshShape& mesh_shape, const std::optional<MeshCoordinate>& offset = std::nullopt,
+                     const std::vector<int>& physical_device_ids = {});
 };
 
 class MeshCoordinateRange {
@@ -156,10 +176,10 @@ struct ReplicatedBufferConfig {
     DeviceAddr size = 0;
 };
 
-struct ShardedBufferConfig {  // §5.2; not used by the generator, present so the variant below is complete
+struct ShardedBufferConfig {  // §5.2; [R mesh_buffer.hpp] the shapes are Shape2D (the datum: global_size / H / W)
     DeviceAddr global_size = 0;
-    std::pair<std::size_t, std::size_t> global_buffer_shape;
-    std::pair<std::size_t, std::size_t> shard_shape;
+    Shape2D global_buffer_shape = {0, 0};
+    Shape2D shard_shape = {0, 0};
     ShardOrientation shard_orientation = ShardOrientation::ROW_MAJOR;
 };
 

@@ -21,11 +21,12 @@ bool in_ranges(const std::vector<host::Range>& ranges, uint32_t x, uint32_t y) {
     return false;
 }
 
-namespace host {
-
-int device_open(int device_id) {
-    if (device_id != 0) die(format("MeshDevice::create_unit_mesh(%d): the emulator has one device, id 0", device_id));
+int open_device(uint32_t mesh_row, uint32_t mesh_col, uint32_t mesh_rows, uint32_t mesh_cols) {
     auto dev = std::make_unique<Device>();
+    dev->mesh_row = mesh_row;
+    dev->mesh_col = mesh_col;
+    dev->mesh_rows = mesh_rows;
+    dev->mesh_cols = mesh_cols;
     const std::string arch = env_or("TT_SIM_ARCH", hw::kDefaultArch);
     const ArchInfo* info = find_arch(arch);
     if (info == nullptr) die("TT_SIM_ARCH=" + arch + ": not an arch of the hardware table (device.py)");
@@ -38,6 +39,13 @@ int device_open(int device_id) {
     sim().protocol_only = env_or("TT_SIM_PROTOCOL_ONLY", "0") == "1";
     sim().devices.push_back(std::move(dev));
     return static_cast<int>(sim().devices.size() - 1);
+}
+
+namespace host {
+
+int device_open(int device_id) {
+    if (device_id != 0) die(format("MeshDevice::create_unit_mesh(%d): the emulator has one device, id 0", device_id));
+    return open_device(0, 0, 1, 1);
 }
 
 void device_close(int device) {

@@ -28,7 +28,7 @@ constexpr uint64_t kCoreL1Tag = 1ull << 62;
 constexpr uint64_t kMcastFlag = 1ull << 61;
 constexpr uint64_t kNoc1Flag = 1ull << 60;
 
-const Device& device() { return *sim().devices.back(); }
+const Device& device() { return running_device(); }
 
 // Semaphores sit just below the first L1 byte CBs may use (inside the firmware's kernel-config area).
 uint32_t semaphore_base() { return device().arch.l1_unreserved_base - kMaxSemaphores * device().arch.l1_alignment; }
@@ -104,7 +104,7 @@ std::vector<Core*> receivers(const Core& sender, const Rect& r, uint32_t num_des
 }  // namespace
 
 Core* find_core(uint32_t x, uint32_t y) {
-    for (const auto& c : sim().devices.back()->run_cores) {
+    for (const auto& c : running_device().run_cores) {
         if (c->x == x && c->y == y) return c.get();
     }
     return nullptr;

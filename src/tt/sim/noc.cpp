@@ -21,8 +21,9 @@ uint8_t* l1_ptr(Core& core, uint32_t addr, uint32_t size, uint32_t line) {
 namespace {
 
 Buffer& buffer_at(uint32_t base, bool dram, uint32_t line) {
+    const int device = sim().running;     // each chip of a mesh has its own buffers at the same addresses
     for (Buffer& b : sim().buffers) {
-        if (b.base == base && b.dram == dram) return b;
+        if (b.base == base && b.dram == dram && (device < 0 || b.device == device)) return b;
     }
     kernel_error(line, format("no %s buffer starts at address 0x%x", dram ? "DRAM" : "L1", base));
 }
@@ -36,7 +37,7 @@ uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint
     if (offset + size > b.page_size) {
         kernel_error(line, format("%s: %u bytes at offset %u overrun the %u-byte page", op, size, offset, b.page_size));
     }
-    Device& dev = *sim().devices.back();
+    Device& dev = device_of(b);
     auto& banks = b.dram ? dev.dram_banks : dev.l1_banks;
     const uint32_t nbanks = static_cast<uint32_t>(banks.size());
     auto& bank = banks[page % nbanks];
@@ -109,7 +110,7 @@ void check_transfer(const char* op, uint64_t src, const char* src_kind, uint64_t
     }
 }
 
-const ArchInfo& arch() { return sim().devices.back()->arch; }
+const ArchInfo& arch() { return running_device().arch; }
 
 // A read of `size` bytes into L1 [l1_addr, +size): inside reserved CB pages, then issued asynchronously.
 void issue_read(Task& t, const uint8_t* src, uint32_t l1_addr, uint32_t size, uint32_t line, const char* op) {
@@ -338,7 +339,8 @@ int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram) {
     uint32_t& next = dram ? dev.dram_next : dev.l1_next;
     b.base = next;
     next = static_cast<uint32_t>(next + per_bank + align);
-    b.fmt = host_buffer_format(sim().buffers.size());
+    b.device = device;
+    b.fmt = host_buffer_format(static_cast<size_t>(dev.buffers_created++));   // per chip: the mesh buffer's index
     sim().buffers.push_back(b);
     return static_cast<int>(sim().buffers.size() - 1);
 }
@@ -355,6 +357,7 @@ void buffer_write(int buffer, const void* data, size_t bytes) {
                    static_cast<unsigned long long>(b.size)));
     }
     const uint8_t* src = static_cast<const uint8_t*>(data);
+    device_of(b).host_write_bytes += bytes;
     for (uint32_t p = 0; p < b.num_pages; ++p) {
         std::memcpy(page_ptr(b, p, 0, b.page_size, 0, "EnqueueWriteMeshBuffer"), src + static_cast<size_t>(p) * b.page_size,
                     b.page_size);
@@ -365,6 +368,7 @@ void buffer_read(int buffer, void* data, size_t bytes) {
     Buffer& b = sim().buffers.at(static_cast<size_t>(buffer));
     if (bytes != b.size) die("EnqueueReadMeshBuffer: size mismatch");
     uint8_t* dst = static_cast<uint8_t*>(data);
+    device_of(b).host_read_bytes += bytes;
     for (uint32_t p = 0; p < b.num_pages; ++p) {
         std::memcpy(dst + static_cast<size_t>(p) * b.page_size, page_ptr(b, p, 0, b.page_size, 0, "EnqueueReadMeshBuffer"),
                     b.page_size);

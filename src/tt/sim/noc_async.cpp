@@ -52,7 +52,7 @@ void land(Core& core, PendingTransfer& p) {
 }  // namespace
 
 uint64_t bank_address(const Buffer& b, uint32_t page, uint32_t offset) {
-    const Device& dev = *sim().devices.back();
+    const Device& dev = device_of(b);
     const uint64_t nbanks = b.dram ? dev.dram_banks.size() : dev.l1_banks.size();
     return b.base + (page / nbanks) * b.aligned_page + offset;
 }

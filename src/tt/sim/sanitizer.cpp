@@ -28,8 +28,8 @@ const char* role_name(Role r) {
 }
 
 std::string where(const Task& t, uint32_t line) {
-    return format("core (x=%u, y=%u) %s kernel %s:%u", t.core->x, t.core->y, role_name(t.role),
-                  t.kernel->spec.path.c_str(), line);
+    return chip_name(running_device()) + format("core (x=%u, y=%u) %s kernel %s:%u", t.core->x, t.core->y,
+                                                 role_name(t.role), t.kernel->spec.path.c_str(), line);
 }
 
 void die(const std::string& message) {
@@ -82,7 +82,7 @@ void check_end_of_run(const Device& dev, const std::vector<std::unique_ptr<Task>
             const CBState& s = core->cbs[i];
             if (!s.configured) continue;
             if (s.received != s.acked || s.reserved != 0) {
-                die(format("core (x=%u, y=%u) CB %u ends unbalanced: %u pages pushed, %u popped, %u still reserved",
+                die(chip_name(dev) + format("core (x=%u, y=%u) CB %u ends unbalanced: %u pages pushed, %u popped, %u still reserved",
                            core->x, core->y, i, s.received, s.acked, s.reserved));
             }
         }

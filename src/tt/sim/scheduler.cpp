@@ -45,6 +45,20 @@ Sim& sim() {
     return instance;
 }
 
+Device& running_device() {
+    Sim& s = sim();
+    if (s.running >= 0) return *s.devices.at(static_cast<size_t>(s.running));
+    if (s.devices.empty()) die("no device is open (MeshDevice::create_unit_mesh / MeshDevice::create first)");
+    return *s.devices.back();
+}
+
+Device& device_of(const Buffer& b) { return *sim().devices.at(static_cast<size_t>(b.device)); }
+
+std::string chip_name(const Device& dev) {
+    if (dev.mesh_rows * dev.mesh_cols == 1) return "";
+    return format("chip (%u, %u) ", dev.mesh_row, dev.mesh_col);
+}
+
 Task& cur() {
     Task* t = sim().current;
     if (t == nullptr) die("a kernel API function was called outside a running kernel");
@@ -57,6 +71,7 @@ void program_run(int device, int program) {
     Device& dev = *sim().devices.at(static_cast<size_t>(device));
     Program& p = *sim().programs.at(static_cast<size_t>(program));
     load_kernels(p, dev);
+    sim().running = device;
     const auto t0 = std::chrono::steady_clock::now();
 
     // Cores used by any kernel, each with its L1 and CBs.
@@ -148,6 +163,7 @@ void program_run(int device, int program) {
 
     check_end_of_run(dev, tasks);
     dev.last_run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sim().running = -1;
 }
 
 void finish(int device) { (void)device; }

@@ -14,6 +14,7 @@
 //   reduce_bcast.cpp  reduce_tile (with the packer's edge mask) and broadcast tile ops
 //   sanitizer.cpp  errors, `where()` reporting, end-of-run checks
 //   counters.cpp   the run report
+//   mesh.cpp       a mesh of devices (MeshDevice::create): its chips, sharded buffers split over them, the report
 #pragma once
 
 #include <ucontext.h>
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <new>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -129,6 +131,7 @@ struct Buffer {
     uint32_t aligned_page = 0;
     uint32_t num_pages = 0;
     bool dram = true;
+    int device = 0;       // the device (chip) whose DRAM or L1 holds the pages
     // The data format of the bytes in the pages (a tt::DataFormat value), or -1 while unknown: what the host wrote
     // (TT_SIM_BUFFER_FORMATS, in creation order: the runtime tilized the tensor in that format) or what the first
     // kernel wrote. A CB the NoC fills holds the format of the pages it receives.
@@ -267,12 +270,18 @@ struct Device {
     double last_run_seconds = 0.0, compile_seconds = 0.0;
     uint64_t scheduler_switches = 0;
     std::string report_path;
+    // Its place in a mesh (MeshDevice::create): chip (mesh_row, mesh_col) of mesh_rows x mesh_cols; 1x1 for a unit
+    // mesh. Bytes the host wrote to / read from its buffers (EnqueueWrite/ReadMeshBuffer).
+    uint32_t mesh_row = 0, mesh_col = 0, mesh_rows = 1, mesh_cols = 1;
+    uint64_t host_write_bytes = 0, host_read_bytes = 0;
+    int buffers_created = 0;   // its buffers so far: the index of its next one in TT_SIM_BUFFER_FORMATS
 };
 
 struct Sim {
     std::vector<std::unique_ptr<Device>> devices;
     std::vector<Buffer> buffers;
     std::vector<std::unique_ptr<Program>> programs;
+    int running = -1;          // the device whose program runs (program_run), -1 between runs
     Task* current = nullptr;
     ucontext_t scheduler_ctx{};
     uint64_t progress = 0;
@@ -281,6 +290,10 @@ struct Sim {
 
 Sim& sim();
 Task& cur();   // the running task; an error outside a kernel
+Device& running_device();   // the device whose program runs (the last opened one outside a run)
+Device& device_of(const Buffer& b);
+std::string chip_name(const Device& dev);   // "chip (r, c) " of a multi-chip mesh, "" for a unit mesh
+int open_device(uint32_t mesh_row, uint32_t mesh_col, uint32_t mesh_rows, uint32_t mesh_cols);   // host.cpp
 
 // ---- sanitizer (sanitizer.cpp) -------------------------------------------------------------------------
 std::string where(const Task& t, uint32_t line);
@@ -339,5 +352,10 @@ void load_kernels(Program& program, Device& dev);
 
 // ---- counters (counters.cpp) ---------------------------------------------------------------------------
 void write_report(Device& dev);
+// The report's per-core list and totals of `cores` (JSON, `indent` before each line), summed into `total`.
+void write_cores(std::ostream& f, const std::vector<const Core*>& cores, const char* indent, Counters& total,
+                 bool with_chip, const Device* dev);
+void write_totals(std::ostream& f, const Counters& total);
+void add_counters(Counters& total, const Counters& c);
 
 }  // namespace tt_sim

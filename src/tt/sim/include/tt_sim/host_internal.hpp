@@ -36,7 +36,22 @@ struct CBSpec {
     std::vector<std::pair<uint8_t, uint32_t>> page_sizes;  // (cb index, page size)
 };
 
+// A ShardedBufferConfig as the emulator splits it (mesh.cpp): the host tensor is a global_height x global_width
+// matrix of data (a datum: global_size / (height * width) bytes); shard k (row-major over the shard grid) is the
+// shard_height x shard_width block that goes to chip k (row-major over the mesh, ROW_MAJOR orientation).
+struct ShardSpec {
+    uint64_t global_size = 0;
+    uint64_t global_height = 0, global_width = 0, shard_height = 0, shard_width = 0;
+    bool row_major = true;
+};
+
 int device_open(int device_id);
+std::vector<int> mesh_open(uint32_t rows, uint32_t cols);        // the devices of a mesh, row-major
+void mesh_close(const std::vector<int>& devices);                 // one report for the whole mesh
+uint64_t shard_bytes(const ShardSpec& spec);                      // the bytes each chip holds
+void sharded_write(const std::vector<int>& buffers, const ShardSpec& spec, const void* data, size_t bytes);
+void sharded_read(const std::vector<int>& buffers, const ShardSpec& spec, void* data, size_t bytes);
+[[noreturn]] void fail(const std::string& message);              // a host API misuse: the error, exit code 3
 void device_close(int device);
 uint32_t device_grid_x(int device);
 uint32_t device_grid_y(int device);
