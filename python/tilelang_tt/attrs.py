@@ -31,6 +31,7 @@ LOWERED = "tt.lowered"                # pipeline: the function as the TT passes 
 
 # Loop annotations.
 PERSISTENT_LOOP = "tt.persistent_loop"   # the per-core outer loop created by GridToPersistentTT
+GUARD = "tt.guard"                        # MemorySpaceLowerTT: a block-level `if` as a loop of 0 or 1 trip
 
 
 
@@ -44,5 +45,5 @@ def put(func, values: dict):
 
 ALL_KEYS = (
     SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, MESH_ANNOTATION, MESH, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
-    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, SUPER_BLOCK, HOST_UNPACK,
+    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, GUARD, SUPER_BLOCK, HOST_UNPACK,
 )

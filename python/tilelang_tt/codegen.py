@@ -31,7 +31,7 @@ from .printer import call_text, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.prune_program import kernel_reads
-from .ttir import CB, Tensor, calls, dump
+from .ttir import CB, Call, Tensor, calls, dump, walk
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,14 @@ def _written_tensors(ctx: KernelContext, program) -> list[int]:
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
+def _guarded_writes(ctx: KernelContext, program) -> set[int]:
+    """The tensors the writer stores to under a block-level ``if``: what the skipped blocks leave is the caller's
+    data, so the host uploads the tensor before the launch (``io`` "inout")."""
+    used = {n.args[1].name for n, loops in walk(program.kernels["writer"].body)
+            if isinstance(n, Call) and n.op.startswith("write_tiles") and any(f.guard is not None for f in loops)}
+    return {i for i, _ in ctx.tensors if ctx.tensor_names[i] in used}
+
+
 def _kernel_specs(ctx: KernelContext, program) -> dict:
     shape_names = [v.name for v in ctx.shape_vars]
     kernels = {}
@@ -117,6 +125,7 @@ def _kernel_specs(ctx: KernelContext, program) -> dict:
 def _buffers(ctx: KernelContext, program) -> list:
     shards, padding = ctx.func.attrs[attrs.SHARDS], ctx.func.attrs[attrs.PADDING]
     writes = _written_tensors(ctx, program)
+    guarded = _guarded_writes(ctx, program)
     reads = [i for i in {*_kernel_tensors(ctx, program, "reader"), *_kernel_tensors(ctx, program, "writer")}
              if i not in writes or i in _kernel_tensors(ctx, program, "reader")]
     out = []
@@ -124,7 +133,8 @@ def _buffers(ctx: KernelContext, program) -> list:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
         logical = ctx.dims(padding[buf.name]["logical"])
         num_pages = _mul(_tiles(shape[-2]), _tiles(shape[-1]))
-        io = "inout" if i in reads and i in writes else "input" if i in reads else "output" if i in writes else "unused"
+        io = "inout" if i in writes and (i in reads or i in guarded) else "input" if i in reads \
+            else "output" if i in writes else "unused"
         annotated = shards[buf.name].get("format")
         fmt = tensor_format(buf.dtype, str(annotated) if annotated else None, "input" if io == "unused" else io,
                             f"tensor {buf.name}", ctx.src)

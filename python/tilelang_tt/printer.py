@@ -62,7 +62,12 @@ def print_body(body: list, cb_vars: dict, level: int = 1) -> str:
 def _print(body, cb_vars, level, lines, last_note):
     pad = INDENT * level
     for n in body:
-        if isinstance(n, For):
+        if isinstance(n, For) and n.guard is not None:   # a block-level `if` (a loop of 0 or 1 trip)
+            note = f"  // {comment_text(n.note)}" if n.note else ""
+            lines.append(f"{pad}if ({_strip_parens(cexpr(n.guard))}) {{{note}")
+            _print(n.body, cb_vars, level + 1, lines, last_note)
+            lines.append(f"{pad}}}")
+        elif isinstance(n, For):
             v, lo = n.var.name, n.min
             start = "0" if _is_zero(lo) else cexpr(lo)
             end = cexpr(n.extent) if _is_zero(lo) else f"{cexpr(lo)} + {cexpr(n.extent)}"
@@ -77,6 +82,18 @@ def _print(body, cb_vars, level, lines, last_note):
                 lines.append(f"{pad}// {comment_text(n.note)}")
                 last_note[0] = n.note
             lines.append(pad + call_text(n, cb_vars))
+
+
+def _strip_parens(text: str) -> str:
+    """``(a < b)`` -> ``a < b`` (an if's condition has parentheses of its own)."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and i < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
 
 
 def _is_zero(e) -> bool:

@@ -7,7 +7,8 @@ visible here, so it can be dumped (``dump``), compared in golden tests and walke
 
 Nodes
   ``For(var, min, extent, body)``   a counted loop (``var`` a ``tirx.Var``; ``min``/``extent`` PrimExprs;
-                                    ``persistent`` marks the loop over the core's blocks)
+                                    ``persistent`` marks the loop over the core's blocks; ``guard``, a block-level
+                                    ``if``: a loop of ``guard ? 1 : 0`` trips, printed as an if)
   ``Let(var, value)``               ``const uint32_t var = value;``
   ``Call(op, args, note, origin)``  one TT-Metalium call; ``op`` is a key of ``intrinsics.CALLS``; ``origin``
                                     the tile operation it lowers (``matmul``, ``reduce``, ``eltwise``, ...)
@@ -124,16 +125,19 @@ class Let(_Node):
 
 
 class For(_Node):
-    _fields = ("var", "min", "extent", "body", "note", "persistent")
+    _fields = ("var", "min", "extent", "body", "note", "persistent", "guard")
 
-    def __init__(self, var: tirx.Var, min, extent, body: list, note: str = "", persistent: bool = False):  # noqa: A002
+    def __init__(self, var: tirx.Var, min, extent, body: list, note: str = "", persistent: bool = False,  # noqa: A002
+                 guard=None):
         self.var, self.min, self.extent, self.body, self.note = var, min, extent, body, note
         self.persistent = persistent    # the loop over this core's blocks (GridToPersistentTT's, tt.persistent_loop)
+        # a block-level `if`: the condition (a PrimExpr) of a loop of `guard ? 1 : 0` trips, printed as an if
+        self.guard = guard
 
     def rebuilt(self, body: list, min=None, extent=None) -> "For":  # noqa: A002
         """This loop with another body (and bounds): what a pass that rewrites a body returns, flags kept."""
         return For(self.var, self.min if min is None else min, self.extent if extent is None else extent, body,
-                   self.note, self.persistent)
+                   self.note, self.persistent, self.guard)
 
 
 class Kernel(_Node):
@@ -239,7 +243,10 @@ def _call_text(c: Call) -> str:
 def _dump_body(body, lines, level):
     pad = "  " * level
     for n in body:
-        if isinstance(n, For):
+        if isinstance(n, For) and n.guard is not None:
+            lines.append(f"{pad}if {_arg_text(n.guard)}:" + (f"  # {n.note}" if n.note else ""))
+            _dump_body(n.body, lines, level + 1)
+        elif isinstance(n, For):
             lo = _arg_text(n.min)
             hi = _arg_text(n.extent) if lo == "0" else f"{lo} + {_arg_text(n.extent)}"
             lines.append(f"{pad}for {n.var.name} in [{lo}, {hi}):"

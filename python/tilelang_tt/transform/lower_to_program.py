@@ -154,13 +154,19 @@ class LowerToProgram:
                 body["compute"] += [Call("cb_wait_front", (CB(name), n), why), Call("cb_pop_front", (CB(name), n), why)]
                 self.full[name] = False
                 changed.remove(name)
+        guard = attrs.GUARD in stmt.annotations
+        if changed and guard:
+            raise TTUnsupportedError(f"fragment {changed[0]} is written inside an if and read after it",
+                                     construct=f"if {stmt.extent.condition}", source=self.src,
+                                     fix="initialise (T.clear) the fragment before the if, or read it only inside")
         if changed:
             raise TTUnsupportedError(f"fragment {changed[0]} is initialised inside a loop and used after it",
                                      construct=f"loop over {stmt.loop_var.name}", source=self.src,
                                      fix="initialise (T.clear) the fragment before the loop")
         note = "persistent loop over this core's blocks" if persistent else ""
         lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
-        return {r: [For(var, lo, ext, b, note, persistent)] for r, b in body.items() if b}
+        cond = self.expr(stmt.extent.condition) if guard else None
+        return {r: [For(var, lo, ext, b, note, persistent, cond)] for r, b in body.items() if b}
 
     def _number(self, body):
         """Program-order positions: ``position[loop handle] = (first, last)`` and, per CB, its accesses

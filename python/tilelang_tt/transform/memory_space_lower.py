@@ -490,12 +490,7 @@ class _Lowerer(ParallelLower):
                                                           "T.Parallel")
 
         if isinstance(stmt, tirx.IfThenElse):
-            loads = []
-            tirx.stmt_functor.post_order_visit(tirx.Evaluate(stmt.condition), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
-            kind = "data-dependent control flow (an if on tensor values)" if loads else "control flow (if) inside the kernel body"
-            raise TTUnsupportedError(kind, construct=describe(stmt), source=self.src,
-                                     fix="TT tile programs are straight-line per block; use T.Parallel arithmetic "
-                                         "(e.g. T.max) instead of branches")
+            return self.lower_if(stmt, stages)
         if isinstance(stmt, tirx.While):
             raise TTUnsupportedError("a while loop (data-dependent control flow)", construct=describe(stmt),
                                      source=self.src, fix="use loops with compile-time extents")
@@ -503,6 +498,34 @@ class _Lowerer(ParallelLower):
             raise TTUnsupportedError("a scalar store outside T.Parallel", construct=describe(stmt), source=self.src,
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")
         raise TTUnsupportedError(f"statement {type(stmt).__name__}", construct=describe(stmt), source=self.src)
+
+    def lower_if(self, stmt: tirx.IfThenElse, stages: int):
+        """A block-level ``if`` whose condition every kernel can evaluate (block indices, loop variables, scalar
+        parameters, shapes): a loop of ``cond ? 1 : 0`` trips marked ``tt.guard``, which the reader, compute and
+        writer all run, so the CB protocol inside it balances on its own (VerifyTTProgram checks the pages pushed
+        and popped under the same condition). Conditions on tensor values and ``else`` branches are refused."""
+        what = describe(stmt)
+        loads = []
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(stmt.condition), lambda n: loads.append(n)
+                                           if isinstance(n, tirx.BufferLoad) else None)
+        if loads:
+            raise TTUnsupportedError(
+                f"an if on tensor values ({loads[0].buffer.name}[...])", construct=what, source=self.src,
+                fix="TT kernels branch on values every kernel knows (block indices, scalar parameters, shapes): "
+                    "pass the bound as a scalar parameter, or use T.Parallel arithmetic (T.if_then_else) on tiles")
+        if stmt.else_case is not None:
+            raise TTUnsupportedError("an if with an else branch in the kernel body", construct=what,
+                                     source=self.src, fix="write the else branch as a second if with the negated "
+                                                          "condition")
+        alias_before = dict(self.alias)
+        guard = tirx.Var("guard", "int32")
+        self.analyzer.bind(guard, tvm.ir.Range(0, 1))
+        body = self.lower(stmt.then_case, stages)
+        if any(self.alias.get(n) is not alias_before.get(n) for n in set(self.alias) | set(alias_before)):
+            raise TTUnsupportedError("a reader-filled buffer updated in place inside an if", construct=what,
+                                     source=self.src, fix="compute into a T.alloc_fragment inside the if")
+        trips = tirx.Select(stmt.condition, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
+        return tirx.For(guard, tirx.IntImm("int32", 0), trips, tirx.ForKind.SERIAL, body, None, {attrs.GUARD: 1})
 
     def lower_gemm(self, stmt, c):
         """Operands read through their current CBs; ``transpose_A`` becomes an on-chip transpose of the A block

@@ -1,0 +1,181 @@
+"""Block-level ``if`` in the kernel body (issue 24's control flow): a condition every kernel can evaluate (block
+indices, loop variables, scalar parameters) guards part of a block. Reader, compute and writer all run the same
+``if`` (a TT program loop of ``cond ? 1 : 0`` trips, printed as an if), so the CB protocol inside it balances on
+its own and the verifier proves it; skipped work moves no DRAM bytes. Conditions on tensor values, ``else``
+branches and fragments written under an ``if`` and read after it are refused by name.
+"""
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+from tilelang_tt import ttir
+from tilelang_tt.errors import TTUnsupportedError, TTVerifyError
+
+ARCHS = ["wormhole_b0", "blackhole"]
+
+
+def guarded_rows(M=128, N=64):
+    """Blocks of rows at or past ``valid`` are skipped whole (a varlen bound given as a scalar)."""
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32"), valid: T.int32):
+        with T.Kernel(N // 32, M // 32, threads=128) as (bx, by):
+            a = T.alloc_shared((32, 32), "float32")
+            c = T.alloc_fragment((32, 32), "float32")
+            if by * 32 < valid:
+                T.copy(A[by * 32, bx * 32], a)
+                for i, j in T.Parallel(32, 32):
+                    c[i, j] = a[i, j] * 2.0 + 1.0
+                T.copy(c, C[by * 32, bx * 32])
+
+    return k
+
+
+def guarded_k_loop(causal: bool):
+    """A GEMM whose K loop skips steps: ``k < kmax`` (a scalar) or, causal, ``k <= by`` (block indices only)."""
+    @T.prim_func
+    def g(A: T.Tensor((128, 128), "bfloat16"), B: T.Tensor((128, 128), "bfloat16"), C: T.Tensor((128, 128), "float32"),
+          kmax: T.int32):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            a = T.alloc_shared((64, 64), "bfloat16")
+            b = T.alloc_shared((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(2, num_stages=2):
+                if (k <= by) if causal else (k < kmax):
+                    T.copy(A[by * 64, k * 64], a)
+                    T.copy(B[k * 64, bx * 64], b)
+                    T.gemm(a, b, acc)
+            T.copy(acc, C[by * 64, bx * 64])
+
+    return g
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("valid", [0, 40, 96, 128])
+def test_guarded_blocks_are_skipped(arch, valid):
+    kernel = tilelang.compile(guarded_rows(), target=f"tt -arch={arch}")
+    torch.manual_seed(1)
+    a, c = torch.randn(128, 64), torch.full((128, 64), -7.0)
+    kernel(a, c, valid)
+    rows = -(-valid // 32) * 32           # whole blocks of 32 rows run when their first row is below valid
+    want = torch.full((128, 64), -7.0)
+    want[:rows] = a[:rows] * 2 + 1
+    torch.testing.assert_close(c, want, rtol=0, atol=0)
+    assert kernel.report["total"]["dram_read_bytes"] == rows * 64 * 4   # skipped blocks read nothing
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_guarded_k_steps_with_a_scalar_bound(arch):
+    kernel = tilelang.compile(guarded_k_loop(causal=False), target={"kind": "tt", "arch": arch,
+                                                                    "math_fidelity": "HiFi4"})
+    torch.manual_seed(2)
+    a, b, c = torch.randn(128, 128).bfloat16(), torch.randn(128, 128).bfloat16(), torch.empty(128, 128)
+    reads = []
+    for kmax in (0, 1, 2):
+        kernel(a, b, c, kmax)
+        ref = a.double()[:, :kmax * 64] @ b.double()[:kmax * 64]
+        assert (c.double() - ref).abs().max().item() <= 1e-4 * (1 + ref.abs().max().item())
+        reads.append(kernel.report["total"]["dram_read_bytes"])
+    assert reads == [0, reads[2] // 2, reads[2]] and reads[2] > 0
+    compute = (kernel.artifact_dir / "kernels" / "compute.cpp").read_text()
+    assert "if (k < kmax) {" in compute
+
+
+def test_causal_k_steps_are_modeled_at_compile_time():
+    """A condition on block indices only: the static model iterates the blocks and counts the steps that run."""
+    from tilelang_tt import perf_model
+
+    kernel = tilelang.compile(guarded_k_loop(causal=True), target={"kind": "tt", "math_fidelity": "HiFi4"})
+    torch.manual_seed(3)
+    a, b, c = torch.randn(128, 128).bfloat16(), torch.randn(128, 128).bfloat16(), torch.empty(128, 128)
+    kernel(a, b, c, 0)
+    lower = torch.zeros(128, 128, dtype=torch.float64)
+    for by in range(2):
+        rows = slice(by * 64, by * 64 + 64)
+        lower[rows] = a.double()[rows, :(by + 1) * 64] @ b.double()[:(by + 1) * 64]
+    assert (c.double() - lower).abs().max().item() <= 1e-4 * (1 + lower.abs().max().item())
+    static = perf_model.static_work(kernel.artifact_dir)
+    # by = 0 runs one K step, by = 1 two: 3 of 4 (block row, step) pairs, each reading a 64x64 A and B block
+    assert sum(w.dram_read_bytes for w in static) == 2 * 3 * 2 * 64 * 64 * 2
+    assert sum(w.dram_read_bytes for w in static) == kernel.report["total"]["dram_read_bytes"]
+
+
+def test_guard_prints_as_an_if_and_is_stored():
+    from tests.tt.helpers import artifact
+    from tilelang_tt import ttir_json
+    import json
+
+    art = artifact(guarded_rows())
+    assert "if ((by * 32u) < valid) {" in art.files["kernels/reader.cpp"]
+    assert "if ((by * 32u) < valid):" in art.files["tt.program.txt"]
+    program = ttir_json.from_json(json.loads(art.files["tt.program.json"]))
+    assert ttir.dump(program) == art.files["tt.program.txt"]
+
+
+def test_verifier_refuses_a_guard_only_one_kernel_runs():
+    """The reader's if dropped (its reads run for every block) while compute still skips: pushes and pops of the
+    CB differ under the condition, and the verifier says so."""
+    from tests.tt.helpers import lower
+    from tilelang_tt.kernel_context import KernelContext
+    from tilelang_tt.pipeline import build_program
+    from tilelang_tt.transform.verify_program import verify_program
+
+    func, opts = lower(guarded_rows())
+    program = build_program(func, KernelContext(func, opts), opts)
+
+    def unguard(body):
+        out = []
+        for n in body:
+            if isinstance(n, ttir.For) and n.guard is not None:
+                out += unguard(n.body)
+            elif isinstance(n, ttir.For):
+                out.append(n.rebuilt(unguard(n.body)))
+            else:
+                out.append(n)
+        return out
+
+    program.kernels["reader"].body = unguard(program.kernels["reader"].body)
+    with pytest.raises(TTVerifyError, match=r"\[cb-pages\] reader pushes .* page\(s\) of a per block, compute pops"):
+        verify_program(program, 1 << 20, 32, {n: 4096 for n in program.cbs})
+
+
+def test_refused_branches():
+    @T.prim_func
+    def on_values(A: T.Tensor((64, 64), "float32"), Flag: T.Tensor((2,), "int32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            a = T.alloc_shared((32, 32), "float32")
+            if Flag[by] > 0:
+                T.copy(A[by * 32, bx * 32], a)
+                T.copy(a, C[by * 32, bx * 32])
+
+    with pytest.raises(TTUnsupportedError, match=r"an if on tensor values \(Flag\[\.\.\.\]\)"):
+        tilelang.compile(on_values, target="tt")
+
+    @T.prim_func
+    def with_else(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            a = T.alloc_shared((32, 32), "float32")
+            T.copy(A[by * 32, bx * 32], a)
+            if bx == 0:
+                T.copy(a, C[by * 32, bx * 32])
+            else:
+                T.copy(a, C[by * 32, bx * 32])
+
+    with pytest.raises(TTUnsupportedError, match="(?s)an if with an else branch.*fix: write the else branch as a second"):
+        tilelang.compile(with_else, target="tt")
+
+    @T.prim_func
+    def read_after(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32"), valid: T.int32):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            a = T.alloc_shared((32, 32), "float32")
+            c = T.alloc_fragment((32, 32), "float32")
+            T.copy(A[by * 32, bx * 32], a)
+            if by < valid:
+                for i, j in T.Parallel(32, 32):
+                    c[i, j] = a[i, j] + 1.0
+            T.copy(c, C[by * 32, bx * 32])
+
+    with pytest.raises(TTUnsupportedError, match="fragment c is written inside an if and read after it"):
+        tilelang.compile(read_after, target="tt")
