@@ -5,7 +5,9 @@ The SVG (hand-written, no dependencies) has three panels:
 * the core map: one cell (``<rect class="core">``) per core of the device grid, labelled with the blocks it
   runs (block ids, ``(by, bx)`` ranges) or "idle";
 * the block grid: one cell per block, coloured like the core that runs it;
-* the L1 of one core: the firmware reserve, each CB (index, name, pages x page size) and the free space.
+* the L1 of one core: the firmware reserve, each CB (index, name, pages x page size) and the free space;
+* for a mesh kernel (plan ``mesh``), first: the mesh of chips (``<rect class="chip">``), each labelled with its
+  blocks along the split axis, and each tensor's distribution (sharded along a dimension, or replicated).
 """
 
 from __future__ import annotations
@@ -59,6 +61,42 @@ def _rect(x, y, w, h, fill, cls, title) -> str:
             f'<title>{escape(title)}</title></rect>')
 
 
+def mesh_lines(plan: dict) -> list[str]:
+    """The mesh of a mesh kernel in words: its shape and split, each chip's blocks, each tensor's distribution."""
+    mesh = plan["mesh"]
+    out = [f"mesh {mesh['shape'][0]}x{mesh['shape'][1]} ({mesh['chips']} chips): grid axis {mesh['axis']} "
+           f"({mesh['grid_extent']} blocks) split, {mesh['per_chip']} per chip"]
+    out += [f"  chip {tuple(c['chip'])}: blocks {c['blocks'][0]}..{c['blocks'][0] + c['blocks'][1] - 1}"
+            for c in mesh["chip_schedule"]]
+    for b in plan["buffers"]:
+        d = b.get("distribution", {})
+        kind = f"sharded along dim {d['dim']}" if d.get("kind") == "sharded" else d.get("kind", "replicated")
+        out.append(f"  {b['name']} {list(b['shape'])}: {kind}")
+    return out
+
+
+def _mesh_panel(plan: dict, parts: list, top: int) -> int:
+    """Draws the mesh of chips at ``top``; returns the y below it."""
+    mesh = plan["mesh"]
+    rows, cols = mesh["shape"]
+    parts.append(_text(PAD, top - 6, f"mesh of {rows}x{cols} chips: grid axis {mesh['axis']} split "
+                                     f"({mesh['per_chip']} blocks per chip)"))
+    w, h = CELL * 2, CELL
+    for c in mesh["chip_schedule"]:
+        r, col = c["chip"]
+        first, count = c["blocks"]
+        x, y = PAD + col * (w + GAP), top + r * (h + GAP)
+        title = f"chip ({r}, {col}): {mesh['axis']} blocks {first}..{first + count - 1}"
+        parts.append(_rect(x, y, w, h, _PALETTE[(r * cols + col) % len(_PALETTE)], "chip", title))
+        parts.append(_text(x + 3, y + 12, f"chip {r},{col}", 9))
+        parts.append(_text(x + w / 2, y + h / 2 + 4, f"{mesh['axis']} {first}..{first + count - 1}", 10, "middle"))
+    y = top + rows * (h + GAP) + 14
+    for line in mesh_lines(plan)[1 + len(mesh["chip_schedule"]):]:
+        parts.append(_text(PAD, y, line.strip()))
+        y += 16
+    return y
+
+
 def render_svg(plan: dict) -> str:
     from .device import get_device
 
@@ -67,8 +105,10 @@ def render_svg(plan: dict) -> str:
     colour = {core: _PALETTE[i % len(_PALETTE)] for i, core in enumerate(sorted(owned))}
     parts = [_text(PAD, PAD, f"{plan['kernel']} on {plan['device']['arch']}: {plan['policy']} / {plan['order']}",
                    14, cls="title")]
-    # core map
     top = PAD + 24
+    if "mesh" in plan:
+        top = _mesh_panel(plan, parts, top) + 24
+    # core map
     parts.append(_text(PAD, top - 6, f"core map ({dev_y}x{dev_x} cores): blocks each core runs (block ids)"))
     for y in range(dev_y):
         for x in range(dev_x):
@@ -131,6 +171,7 @@ def inspect(path, svg_out=None) -> tuple[str, Path]:
     """(text report, SVG path) for a package file or an artifact directory."""
     import json
 
+    from .artifact import write_output_file
     from .package import read_artifact
     from .summary import plan_summary
 
@@ -142,8 +183,10 @@ def inspect(path, svg_out=None) -> tuple[str, Path]:
                      f"content {header['content_hash'][:16]}, tilelang-tt {header['tilelang_tt']}, "
                      f"TT-Metalium {header['sdk']}, out_idx {header['out_idx']}")
     lines.append(plan_summary(plan))
+    if "mesh" in plan:
+        lines += mesh_lines(plan)
     lines.append("files: " + ", ".join(f"{rel} ({len(text)} B)" for rel, text in sorted(files.items())))
     svg_path = Path(svg_out) if svg_out is not None else Path(f"{plan['kernel']}.tt.svg")
-    svg_path.write_text(render_svg(plan))
+    write_output_file(svg_path, render_svg(plan), "--svg")   # never over a file tilelang-tt did not write
     lines.append(f"wrote {svg_path}")
     return "\n".join(lines), svg_path

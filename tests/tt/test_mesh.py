@@ -194,3 +194,29 @@ def test_mesh_model_is_the_slowest_chip_plus_the_host_links():
     assert model["mesh"]["device_to_host_seconds"] == 400 / 31.5e9
     assert model["mesh"]["end_to_end_seconds"] == 3000 / 31.5e9 + 3e-3 + 400 / 31.5e9
     assert model["tflops"] == 40 * 2 * 32 ** 3 / 3e-3 / 1e12
+
+
+def test_inspect_draws_the_mesh(tmp_path):
+    """`tilelang-tt inspect` of a 2x4 kernel: one chip cell per chip with its blocks, and each tensor's
+    distribution in the text; the SVG is never written over a file tilelang-tt did not write."""
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    _, _, func = _gemm_case()
+    kernel = tilelang.compile(func, target="tt -mesh=2x4")
+    svg = tmp_path / "mesh.svg"
+    proc = subprocess.run([sys.executable, "-m", "tilelang_tt.cli", "inspect", str(kernel.artifact_dir), "--svg",
+                           str(svg)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "mesh 2x4 (8 chips): grid axis y (8 blocks) split, 1 per chip" in proc.stdout
+    assert "chip (1, 3): blocks 7..7" in proc.stdout
+    assert "A [256, 128]: sharded along dim 0" in proc.stdout and "B [128, 128]: replicated" in proc.stdout
+    chips = [r for r in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "chip"]
+    assert sorted(r.find("{http://www.w3.org/2000/svg}title").text for r in chips)[0] == "chip (0, 0): y blocks 0..0"
+    assert len(chips) == 8
+    mine = tmp_path / "mine.svg"
+    mine.write_text("user data")
+    proc = subprocess.run([sys.executable, "-m", "tilelang_tt.cli", "inspect", str(kernel.artifact_dir), "--svg",
+                           str(mine)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and mine.read_text() == "user data"
