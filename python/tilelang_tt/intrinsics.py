@@ -73,6 +73,9 @@ class TTOps:
     index_load = _register("index_load", 4)
     # index_value(cb, col): the element read_index left in ``cb``'s reserved page (an expression of the kernel)
     index_value = _register("index_value", 2)
+    # tile_value(cb, offset): compute's load of the 32-bit word ``offset`` of the waited page of ``cb``
+    # (api/compute/cb_api.h read_tile_value: the UNPACK thread reads it and hands it to MATH and PACK)
+    tile_value = _register("tile_value", 2)
     # gather_rows(cb, tensor_index, index_tensor_index, pos_row, pos_col, step_row, step_col, rows, col_tile, cols,
     # count, index_cb, scratch_cb): row i of the block (rows x cols tiles from tile column col_tile) is the tensor row named by
     # element (pos_row + i * step_row, pos_col + i * step_col) of the int32 index tensor; positions at or past

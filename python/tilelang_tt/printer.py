@@ -43,6 +43,8 @@ def value_text(value, cb_vars: dict) -> str:
     """A ``Let`` value: an index expression, or an element the kernel reads from an index CB (TTOps.index_value)."""
     if isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) == "tilelang_tt.index_value":
         return f"index_value({cb_vars[str(value.args[0].value)]}, {cexpr(value.args[1])})"
+    if isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) == "tilelang_tt.tile_value":
+        return f"read_tile_value({cb_vars[str(value.args[0].value)]}, 0, {cexpr(value.args[1])})"
     return cexpr(value)
 
 

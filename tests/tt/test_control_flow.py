@@ -1,8 +1,10 @@
-"""Block-level ``if`` in the kernel body (issue 24's control flow): a condition every kernel can evaluate (block
-indices, loop variables, scalar parameters) guards part of a block. Reader, compute and writer all run the same
-``if`` (a TT program loop of ``cond ? 1 : 0`` trips, printed as an if), so the CB protocol inside it balances on
-its own and the verifier proves it; skipped work moves no DRAM bytes. Conditions on tensor values, ``else``
-branches and fragments written under an ``if`` and read after it are refused by name.
+"""Block-level ``if`` in the kernel body (issue 24's control flow): a condition on block indices, loop variables,
+scalar parameters or elements of int32 tensors (a block-sparse mask, per-expert token counts) guards part of a
+block. Reader, compute and writer all run the same ``if`` (a TT program loop of ``cond ? 1 : 0`` trips, printed as
+an if), so the CB protocol inside it balances on its own and the verifier proves it; a tensor element in the
+condition is read by the reader and handed to compute through a CB (``read_tile_value``); skipped work moves no
+DRAM bytes. Conditions on float tensors, ``else`` branches and fragments written under an ``if`` and read after it
+are refused by name.
 """
 
 import pytest
@@ -143,14 +145,14 @@ def test_verifier_refuses_a_guard_only_one_kernel_runs():
 
 def test_refused_branches():
     @T.prim_func
-    def on_values(A: T.Tensor((64, 64), "float32"), Flag: T.Tensor((2,), "int32"), C: T.Tensor((64, 64), "float32")):
+    def on_values(A: T.Tensor((64, 64), "float32"), Scale: T.Tensor((2,), "float32"), C: T.Tensor((64, 64), "float32")):
         with T.Kernel(2, 2, threads=128) as (bx, by):
             a = T.alloc_shared((32, 32), "float32")
-            if Flag[by] > 0:
+            if Scale[by] > 0.5:
                 T.copy(A[by * 32, bx * 32], a)
                 T.copy(a, C[by * 32, bx * 32])
 
-    with pytest.raises(TTUnsupportedError, match=r"an if on tensor values \(Flag\[\.\.\.\]\)"):
+    with pytest.raises(TTUnsupportedError, match=r"an if on the values of Scale \(float32, tensor\)"):
         tilelang.compile(on_values, target="tt")
 
     @T.prim_func
@@ -179,3 +181,72 @@ def test_refused_branches():
 
     with pytest.raises(TTUnsupportedError, match="fragment c is written inside an if and read after it"):
         tilelang.compile(read_after, target="tt")
+
+
+def block_sparse_gemm(M=128, N=128, K=256, bm=64, bn=64, bk=64):
+    """TileLang's blocksparse_gemm example with an int32 mask: K steps whose mask element is 0 are skipped."""
+    @T.prim_func
+    def bs(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"),
+           Mask: T.Tensor((M // bm, N // bn, K // bk), "int32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            a = T.alloc_shared((bm, bk), "bfloat16")
+            b = T.alloc_shared((bk, bn), "bfloat16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                if Mask[by, bx, k] != 0:
+                    T.copy(A[by * bm, k * bk], a)
+                    T.copy(B[k * bk, bx * bn], b)
+                    T.gemm(a, b, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return bs
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_block_sparse_gemm_skips_masked_steps(arch):
+    kernel = tilelang.compile(block_sparse_gemm(), target={"kind": "tt", "arch": arch, "math_fidelity": "HiFi4"})
+    torch.manual_seed(4)
+    a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 128).bfloat16()
+    mask = (torch.rand(2, 2, 4) < 0.5).int()
+    mask[0, 0] = 0                      # a block with no step at all: zeros
+    c = torch.empty(128, 128)
+    kernel(a, b, mask, c)
+    ref = torch.zeros(128, 128, dtype=torch.float64)
+    for i in range(2):
+        for j in range(2):
+            for k in range(4):
+                if mask[i, j, k]:
+                    ref[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64] += \
+                        a.double()[i * 64:(i + 1) * 64, k * 64:(k + 1) * 64] @ b.double()[k * 64:(k + 1) * 64, j * 64:(j + 1) * 64]
+    assert (c.double() - ref).abs().max().item() <= 1e-4 * (1 + ref.abs().max().item())
+    # each step that runs reads a 64x64 bf16 block of A and of B; each evaluation reads the mask's 64-byte face row
+    steps = int(mask.sum())
+    assert kernel.report["total"]["dram_read_bytes"] == steps * 2 * 64 * 64 * 2 + 2 * 2 * 4 * 64
+    compute = (kernel.artifact_dir / "kernels" / "compute.cpp").read_text()
+    assert "read_tile_value(cb_Mask_cidx, 0, k % 16u);" in compute and "if (Mask_value != 0u) {" in compute
+
+
+def test_expert_with_no_tokens_skips_its_stores():
+    """An MoE-style early exit: blocks whose expert has no tokens (Counts[e] == 0) are skipped by all three kernels,
+    the writer reading the count through its own index CB; the rows they would write keep the caller's values."""
+    @T.prim_func
+    def k(X: T.Tensor((4, 64, 64), "float32"), Counts: T.Tensor((4,), "int32"), Y: T.Tensor((4, 64, 64), "float32")):
+        with T.Kernel(2, 4, threads=128) as (bx, be):
+            x = T.alloc_fragment((64, 32), "float32")
+            if Counts[be] > 0:
+                T.copy(X[be, 0, bx * 32], x)
+                for i, j in T.Parallel(64, 32):
+                    x[i, j] = x[i, j] * 3.0
+                T.copy(x, Y[be, 0, bx * 32])
+
+    kernel = tilelang.compile(k, target="tt")
+    torch.manual_seed(5)
+    x, y = torch.randn(4, 64, 64), torch.full((4, 64, 64), 5.0)
+    counts = torch.tensor([3, 0, 7, 0], dtype=torch.int32)
+    kernel(x, counts, y)
+    want = torch.full((4, 64, 64), 5.0)
+    want[[0, 2]] = x[[0, 2]] * 3
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    writer = (kernel.artifact_dir / "kernels" / "writer.cpp").read_text()
+    assert "read_index(cb_Counts_idx_w, Counts" in writer

@@ -165,8 +165,69 @@ class LowerToProgram:
                                      fix="initialise (T.clear) the fragment before the loop")
         note = "persistent loop over this core's blocks" if persistent else ""
         lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
-        cond = self.expr(stmt.extent.condition) if guard else None
-        return {r: [For(var, lo, ext, b, note, persistent, cond)] for r, b in body.items() if b}
+        if guard:
+            return self.guarded(var, stmt.extent.condition, body, str(stmt.annotations[attrs.GUARD].value))
+        return {r: [For(var, lo, ext, b, note, persistent)] for r, b in body.items() if b}
+
+    def guarded(self, var, condition, body: dict, why: str) -> dict:
+        """Each kernel's ``if``: the condition with every int32 tensor element it reads (``index_load``) as a
+        variable the kernel loads first. The reader reads the element into the ``_cidx`` CB, takes its own copy and
+        pushes the page; compute waits for it and reads the value from L1 (``read_tile_value``, every compute
+        thread gets it); a writer with stores under the ``if`` reads the element through its own index CB."""
+        loads = []
+
+        def find(node):
+            if isinstance(node, tirx.Call) and node.op.same_as(TTOps.index_load) and not any(
+                    tvm.ir.structural_equal(node, x) for x in loads):
+                loads.append(node)
+
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(condition), find)
+        # one variable per element, the same in every kernel: the verifier compares the pages pushed and popped
+        # under the condition kernel against kernel
+        values = [tirx.Var(self.names.fresh(f"{self.tensor_names[int(ld.args[0])]}_value"), "int32") for ld in loads]
+        out: dict = {}
+        for role in ("reader", "compute", "writer"):
+            if role != "reader" and not body.get(role) and not (role == "compute" and loads):
+                continue
+            pre, vmap = [], []
+            for load, value in zip(loads, values):
+                tensor = self.tensor_names[int(load.args[0])]
+                row, col = self.expr(load.args[1]), self.expr(load.args[2])
+                cidx = CB(str(load.args[3].value))
+                if role == "reader":
+                    pre += [Call("cb_reserve_back", (cidx, 1), why),
+                            Call("read_index", (cidx, Tensor(tensor), row, col), why),
+                            Call("noc_async_read_barrier", (), why),
+                            Let(value, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(cidx.name), col])),
+                            Call("cb_push_back", (cidx, 1), why)]
+                elif role == "compute":
+                    pre += [Call("cb_wait_front", (cidx, 1), why),
+                            Let(value, tirx.Call("int32", TTOps.tile_value,
+                                                 [tirx.StringImm(cidx.name), tirx.floormod(col, 16)])),
+                            Call("cb_pop_front", (cidx, 1), why)]
+                else:
+                    own = CB(f"{cidx.name[:-len('_cidx')]}_idx_w")
+                    pre += [Call("cb_reserve_back", (own, 1), why),
+                            Call("read_index", (own, Tensor(tensor), row, col), why),
+                            Call("noc_async_read_barrier", (), why),
+                            Let(value, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(own.name), col])),
+                            Call("cb_push_back", (own, 1), why), Call("cb_wait_front", (own, 1), why),
+                            Call("cb_pop_front", (own, 1), why)]
+                vmap.append((load, value))
+
+            def subst(node, vmap=vmap):
+                for load, value in vmap:
+                    if isinstance(node, tirx.Call) and tvm.ir.structural_equal(node, load):
+                        return value
+                return None
+
+            cond = self.expr(tirx.stmt_functor.ir_transform(tirx.Evaluate(condition), None, subst,
+                                                            ["tirx.Call"]).value)
+            trips = tirx.Select(cond, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
+            inner = body.get(role, [])
+            out[role] = _tag_origin({role: pre}, "guard")[role] + (
+                [For(var, tirx.IntImm("int32", 0), trips, inner, "", False, cond)] if inner else [])
+        return out
 
     def _number(self, body):
         """Program-order positions: ``position[loop handle] = (first, last)`` and, per CB, its accesses

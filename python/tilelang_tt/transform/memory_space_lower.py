@@ -500,32 +500,65 @@ class _Lowerer(ParallelLower):
         raise TTUnsupportedError(f"statement {type(stmt).__name__}", construct=describe(stmt), source=self.src)
 
     def lower_if(self, stmt: tirx.IfThenElse, stages: int):
-        """A block-level ``if`` whose condition every kernel can evaluate (block indices, loop variables, scalar
-        parameters, shapes): a loop of ``cond ? 1 : 0`` trips marked ``tt.guard``, which the reader, compute and
-        writer all run, so the CB protocol inside it balances on its own (VerifyTTProgram checks the pages pushed
-        and popped under the same condition). Conditions on tensor values and ``else`` branches are refused."""
+        """A block-level ``if``: a loop of ``cond ? 1 : 0`` trips marked ``tt.guard``, which the reader, compute
+        and writer all run, so the CB protocol inside it balances on its own (VerifyTTProgram checks the pages
+        pushed and popped under the same condition). The condition reads block indices, loop variables, scalar
+        parameters, shapes and elements of int32 tensors (``guard_condition``); ``else`` branches are refused."""
         what = describe(stmt)
-        loads = []
-        tirx.stmt_functor.post_order_visit(tirx.Evaluate(stmt.condition), lambda n: loads.append(n)
-                                           if isinstance(n, tirx.BufferLoad) else None)
-        if loads:
-            raise TTUnsupportedError(
-                f"an if on tensor values ({loads[0].buffer.name}[...])", construct=what, source=self.src,
-                fix="TT kernels branch on values every kernel knows (block indices, scalar parameters, shapes): "
-                    "pass the bound as a scalar parameter, or use T.Parallel arithmetic (T.if_then_else) on tiles")
+        condition = self.guard_condition(stmt, what)
         if stmt.else_case is not None:
             raise TTUnsupportedError("an if with an else branch in the kernel body", construct=what,
                                      source=self.src, fix="write the else branch as a second if with the negated "
                                                           "condition")
-        alias_before = dict(self.alias)
+        alias_before, first_event = dict(self.alias), len(self.events)
         guard = tirx.Var("guard", "int32")
         self.analyzer.bind(guard, tvm.ir.Range(0, 1))
         body = self.lower(stmt.then_case, stages)
-        if any(self.alias.get(n) is not alias_before.get(n) for n in set(self.alias) | set(alias_before)):
-            raise TTUnsupportedError("a reader-filled buffer updated in place inside an if", construct=what,
-                                     source=self.src, fix="compute into a T.alloc_fragment inside the if")
-        trips = tirx.Select(stmt.condition, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
-        return tirx.For(guard, tirx.IntImm("int32", 0), trips, tirx.ForKind.SERIAL, body, None, {attrs.GUARD: 1})
+        for name in set(self.alias) | set(alias_before):
+            # a buffer the if redefines (T.copy into it, then an in-place update) is fine; one it updates in place
+            # from a value before the if would differ after it by whether the if ran
+            if self.alias.get(name) is not alias_before.get(name) and \
+                    next((kind for n, kind in self.events[first_event:] if n == name), "use") != "def":
+                raise TTUnsupportedError(f"{name} is filled by the reader before the if and updated in place inside "
+                                         "it", construct=what, source=self.src,
+                                         fix="copy it into a T.alloc_fragment inside the if and update that")
+        trips = tirx.Select(condition, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
+        text = what[:-1] if what.endswith(":") else what     # the TileLang line, for comments
+        return tirx.For(guard, tirx.IntImm("int32", 0), trips, tirx.ForKind.SERIAL, body, None,
+                        {attrs.GUARD: tirx.StringImm(text)})
+
+    def guard_condition(self, stmt: tirx.IfThenElse, what: str):
+        """The condition of a block-level ``if`` with each element of an int32 tensor it reads (``if
+        BlockMask[by, k] > 0``) replaced by ``index_load(tensor, row, col, cb)``: the reader reads the element
+        into ``<tensor>_cidx`` (Int32, one page) and hands it to compute, which reads it from L1
+        (``read_tile_value``); a writer with stores under the ``if`` reads it through its own index CB."""
+        stores = []
+        tirx.stmt_functor.post_order_visit(stmt.then_case, lambda n: stores.append(n) if (
+            (c := tile_op_call(n)) is not None and c.op.same_as(TileOps.copy)
+            and is_global(decode_region(c.args[1], self.src).buffer)) else None)
+
+        def post(node):
+            if not isinstance(node, tirx.BufferLoad):
+                return None
+            tensor = node.buffer
+            if not is_global(tensor) or str(tensor.dtype) not in INDEX_FORMATS or len(node.indices) != 2:
+                raise TTUnsupportedError(
+                    f"an if on the values of {tensor.name} ({tensor.dtype}, "
+                    f"{'tensor' if is_global(tensor) else 'tile buffer'})",
+                    construct=what, source=self.src,
+                    fix="branch on elements of int32 tensors (block masks, lengths, offsets), block indices or "
+                        "scalar parameters; compute on tile values with T.Parallel arithmetic (T.if_then_else)")
+            name = f"{tensor.name}_cidx"
+            if name not in self.cbs:
+                buf = tirx.decl_buffer((TILE, TILE), "int32", name, scope=SCOPE_SHARED)
+                self.cbs[name] = CBInfo(buf, producer={"reader"}, consumer={"compute"}, stages=1)
+                self.cb_formats[name] = INDEX_FORMATS[str(tensor.dtype)]
+            if stores:
+                self.index_cb(tensor, "writer")
+            return tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
+                                                         *node.indices, tirx.StringImm(name)])
+
+        return transform(tirx.Evaluate(stmt.condition), post, ["tirx.BufferLoad"]).value
 
     def lower_gemm(self, stmt, c):
         """Operands read through their current CBs; ``transpose_A`` becomes an on-chip transpose of the A block

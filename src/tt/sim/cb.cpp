@@ -157,6 +157,26 @@ uint32_t cb_read_ptr(uint32_t cb, uint32_t line) {
 
 uint32_t cb_tile_size(uint32_t cb, uint32_t line) { return tile_bytes(cb_of(cb, line).fmt); }
 
+uint32_t cb_tile_value(uint32_t cb, uint32_t tile_index, uint32_t element_offset, uint32_t line) {
+    // api/compute/cb_api.h read_tile_value: the UNPACK thread loads a 32-bit word of a tile at the CB's read pointer
+    // (and hands it to MATH and PACK by mailbox); only meaningful for a CB of 32-bit integers, on waited pages.
+    CBState& s = cb_of(cb, line);
+    if (s.fmt != hw::kInt32) {
+        kernel_error(line, format("read_tile_value(%u): CB %u holds %s data, not the 32-bit integers the value is "
+                                  "read as", cb, cb, fmt_name(s.fmt)));
+    }
+    if (tile_index >= s.waited) {
+        kernel_error(line, format("read_tile_value(%u, %u, ...): only %u page(s) waited for with cb_wait_front", cb,
+                                  tile_index, s.waited));
+    }
+    if (element_offset * 4 >= s.page_size) {
+        kernel_error(line, format("read_tile_value(%u, %u, %u): offset past the %u-byte page", cb, tile_index,
+                                  element_offset, s.page_size));
+    }
+    const uint32_t page = (s.rd_ptr + tile_index) % s.num_pages;
+    return l1_read_u32(s.base + page * s.page_size + element_offset * 4, line);
+}
+
 uint32_t cb_pages_reservable(uint32_t cb, uint32_t n) {
     CBState& s = cb_of(cb, 0);
     return s.num_pages - (s.received - s.acked) >= n ? 1u : 0u;

@@ -43,6 +43,15 @@ using namespace ckernel;
 
 enum class SrcOrder : uint8_t { Regular, Reverse };
 
+namespace tt_sim {
+uint32_t cb_tile_value(uint32_t cb, uint32_t tile_index, uint32_t element_offset, uint32_t line);
+}  // namespace tt_sim
+
+// api/compute/cb_api.h: a 32-bit word of a waited tile, the same value on every compute thread.
+inline uint32_t read_tile_value(uint32_t cb_id, uint32_t tile_index, uint32_t element_offset, TT_SIM_LINE) {
+    return tt_sim::cb_tile_value(cb_id, tile_index, element_offset, line);
+}
+
 namespace tt_sim::kapi {
 constexpr uint8_t vm(VectorMode mode) { return static_cast<uint8_t>(mode); }
 constexpr uint8_t kRC = static_cast<uint8_t>(VectorMode::RC);
