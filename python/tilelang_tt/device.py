@@ -104,7 +104,9 @@ CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
 # TileLang dtype -> the format of an index tensor (block tables, expert offsets, gather indices): the data-movement
 # kernels read its elements from L1 into addresses (a 64-byte face row per element read, docs/usage.md "Indices from
 # tensors"); compute never unpacks it. Its pages and the reader's index CBs hold Int32 (4096-byte tiles).
-INDEX_FORMATS: dict[str, str] = {"int32": "Int32"}
+# bool masks and int64 indices (torch's LongTensor) are widened / narrowed to Int32 by the host when it writes the
+# tensor (values outside int32 are refused at the call): the kernels see the same 32-bit words.
+INDEX_FORMATS: dict[str, str] = {"int32": "Int32", "bool": "Int32", "int64": "Int32"}
 
 # TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
 # matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly

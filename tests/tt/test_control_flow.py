@@ -183,18 +183,19 @@ def test_refused_branches():
         tilelang.compile(read_after, target="tt")
 
 
-def block_sparse_gemm(M=128, N=128, K=256, bm=64, bn=64, bk=64):
-    """TileLang's blocksparse_gemm example with an int32 mask: K steps whose mask element is 0 are skipped."""
+def block_sparse_gemm(M=128, N=128, K=256, bm=64, bn=64, bk=64, mask_dtype="bool"):
+    """TileLang's blocksparse_gemm example: K steps whose mask element is false (0) are skipped; a bool mask is
+    written by the host as Int32 words."""
     @T.prim_func
     def bs(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"),
-           Mask: T.Tensor((M // bm, N // bn, K // bk), "int32"), C: T.Tensor((M, N), "float32")):
+           Mask: T.Tensor((M // bm, N // bn, K // bk), mask_dtype), C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
             a = T.alloc_shared((bm, bk), "bfloat16")
             b = T.alloc_shared((bk, bn), "bfloat16")
             acc = T.alloc_fragment((bm, bn), "float32")
             T.clear(acc)
             for k in T.Pipelined(K // bk, num_stages=2):
-                if Mask[by, bx, k] != 0:
+                if (Mask[by, bx, k] if mask_dtype == "bool" else Mask[by, bx, k] != 0):
                     T.copy(A[by * bm, k * bk], a)
                     T.copy(B[k * bk, bx * bn], b)
                     T.gemm(a, b, acc)
@@ -203,13 +204,15 @@ def block_sparse_gemm(M=128, N=128, K=256, bm=64, bn=64, bk=64):
     return bs
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_block_sparse_gemm_skips_masked_steps(arch):
-    kernel = tilelang.compile(block_sparse_gemm(), target={"kind": "tt", "arch": arch, "math_fidelity": "HiFi4"})
+@pytest.mark.parametrize("arch,mask_dtype", [("wormhole_b0", "bool"), ("blackhole", "int32")])
+def test_block_sparse_gemm_skips_masked_steps(arch, mask_dtype):
+    kernel = tilelang.compile(block_sparse_gemm(mask_dtype=mask_dtype),
+                              target={"kind": "tt", "arch": arch, "math_fidelity": "HiFi4"})
     torch.manual_seed(4)
     a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 128).bfloat16()
-    mask = (torch.rand(2, 2, 4) < 0.5).int()
-    mask[0, 0] = 0                      # a block with no step at all: zeros
+    mask = torch.rand(2, 2, 4) < 0.5
+    mask[0, 0] = False                  # a block with no step at all: zeros
+    mask = mask if mask_dtype == "bool" else mask.int()
     c = torch.empty(128, 128)
     kernel(a, b, mask, c)
     ref = torch.zeros(128, 128, dtype=torch.float64)
@@ -225,6 +228,7 @@ def test_block_sparse_gemm_skips_masked_steps(arch):
     assert kernel.report["total"]["dram_read_bytes"] == steps * 2 * 64 * 64 * 2 + 2 * 2 * 4 * 64
     compute = (kernel.artifact_dir / "kernels" / "compute.cpp").read_text()
     assert "read_tile_value(cb_Mask_cidx, 0, k % 16u);" in compute and "if (Mask_value != 0u) {" in compute
+    assert kernel.plan["buffers"][2]["format"] == "Int32"
 
 
 def test_expert_with_no_tokens_skips_its_stores():

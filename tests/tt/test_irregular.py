@@ -185,9 +185,9 @@ def test_index_tensor_in_compute_is_refused():
         tilelang.compile(k, target="tt")
 
 
-def embedding(V, D, T_, bm, dtype):
+def embedding(V, D, T_, bm, dtype, ids_dtype="int32"):
     @T.prim_func
-    def embed(W: T.Tensor((V, D), dtype), Ids: T.Tensor((T_,), "int32"), Out: T.Tensor((T_, D), dtype)):
+    def embed(W: T.Tensor((V, D), dtype), Ids: T.Tensor((T_,), ids_dtype), Out: T.Tensor((T_, D), dtype)):
         with T.Kernel(T.ceildiv(T_, bm), threads=128) as by:
             for i, j in T.Parallel(bm, D):
                 Out[by * bm + i, j] = W[Ids[by * bm + i], j]
@@ -208,6 +208,22 @@ def test_embedding_gather(arch, dtype, monkeypatch):
     out = torch.empty(T_, D, dtype=w.dtype)
     kernel(w, ids, out)
     assert torch.equal(out, w[ids.long()])
+
+
+def test_int64_ids_are_narrowed_by_the_host():
+    """torch's LongTensor ids: the host writes them as Int32 (the kernels see the same words); an id outside int32
+    is refused at the call."""
+    from tilelang_tt.errors import TTError
+
+    kernel = tilelang.compile(embedding(40, 64, 32, 32, "float32", "int64"), target="tt")
+    w = torch.randn(40, 64)
+    ids = torch.randint(0, 40, (32,), dtype=torch.int64)
+    out = torch.empty(32, 64)
+    kernel(w, ids, out)
+    assert torch.equal(out, w[ids])
+    assert kernel.plan["buffers"][1]["format"] == "Int32"
+    with pytest.raises(TTError, match="out of range for Int32"):
+        kernel(w, ids + 2 ** 40, out)
 
 
 def test_gathered_scale_feeds_compute():

@@ -555,8 +555,11 @@ class _Lowerer(ParallelLower):
                 self.cb_formats[name] = INDEX_FORMATS[str(tensor.dtype)]
             if stores:
                 self.index_cb(tensor, "writer")
-            return tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
-                                                         *node.indices, tirx.StringImm(name)])
+            value = tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
+                                                          *node.indices, tirx.StringImm(name)])
+            if str(node.dtype) == "bool":          # a mask element: its 32-bit word is 0 or 1
+                return tirx.NE(value, tirx.IntImm("int32", 0))
+            return value if str(node.dtype) == "int32" else tirx.Cast(node.dtype, value)
 
         return transform(tirx.Evaluate(stmt.condition), post, ["tirx.BufferLoad"]).value
 
