@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 
 SPINNER_AFTER_S = 2.0     # an emulator run shows its spinner once it has taken this long
 
@@ -34,13 +35,16 @@ def spinner(desc: str, after: float = SPINNER_AFTER_S):
         yield
         return
     done = threading.Event()
+    start = time.perf_counter()
 
     def show():
         if done.wait(after):
             return
-        with bar(desc=desc, total=None, leave=False, bar_format="{desc}: {elapsed}") as spin:
-            while not done.wait(0.25):
-                spin.refresh()
+        with bar(desc=desc, total=None, leave=False, bar_format="{desc}") as spin:
+            while True:       # the time since the block began, not since the spinner appeared
+                spin.set_description_str(f"{desc}: {time.perf_counter() - start:.0f} s", refresh=True)
+                if done.wait(0.25):
+                    break
 
     thread = threading.Thread(target=show, name="tilelang-tt-progress", daemon=True)
     thread.start()
