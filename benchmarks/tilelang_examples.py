@@ -216,13 +216,14 @@ def run_unit(root: Path, unit: Unit, timeout: float, logs: Path, jobs: int = 1) 
 
 def run_units(root: Path, units: list[Unit], jobs: int = 1, timeout: float = 300.0, logs: Path | None = None,
               progress: bool = True) -> list[Result]:
-    """Run ``units`` ``jobs`` at a time, with a tqdm progress bar on stderr; results in the units' order."""
-    from tqdm import tqdm
+    """Run ``units`` ``jobs`` at a time, with a tqdm progress bar on stderr when it is a terminal (``progress``
+    False: never); results in the units' order."""
+    from tilelang_tt.progress import bar as progress_bar
 
     logs = Path(logs or Path(tempfile.gettempdir()) / "tilelang-examples-logs")
     results: dict[str, Result] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
-            tqdm(total=len(units), desc="TileLang examples on tt", unit="ex", disable=not progress) as bar:
+            progress_bar(total=len(units), desc="TileLang examples on tt", unit="ex", show=progress) as bar:
         futures = {pool.submit(run_unit, root, u, timeout, logs, jobs): u for u in units}
         for fut in concurrent.futures.as_completed(futures):
             res = fut.result()

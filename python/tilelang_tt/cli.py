@@ -1,12 +1,18 @@
-"""``tilelang-tt compile FILE.py:FUNC --out DIR [--arch ARCH] [--max-cores N]``: emit without executing.
-``tilelang-tt check DIR``: check an artifact against the real TT-Metalium 0.81 SDK.
-``tilelang-tt run DIR --out OUT [--input NAME=FILE.npy ...] [--seed N]``: run it on tt-sim (run_artifact.py).
-``tilelang-tt model DIR [--protocol-run] [--json] [--trace OUT.json] [--svg OUT.svg]``: the performance model of an
-artifact (perf_model.py); its per-core schedule as a Chrome/Perfetto trace and as a picture (trace.py).
-``tilelang-tt inspect FILE_OR_DIR [--svg OUT.svg]``: a package's header and plan summary; the core map and the
+"""``tilelang-tt compile FILE.py:FUNC --out DIR [--arg NAME=VALUE ...] [--target TARGET] [--arch ARCH]
+[--max-cores N]``: emit without executing.
+``tilelang-tt check ARTIFACT [ARTIFACT ...]``: check artifacts against the real TT-Metalium 0.81 SDK.
+``tilelang-tt run ARTIFACT --out OUT [--input NAME=FILE.npy ...] [--seed N]``: run it on tt-sim (run_artifact.py).
+``tilelang-tt model ARTIFACT [--protocol-run] [--json] [--trace OUT.json] [--svg OUT.svg]``: the performance model
+of an artifact (perf_model.py); its per-core schedule as a Chrome/Perfetto trace and as a picture (trace.py).
+``tilelang-tt inspect ARTIFACT [--svg OUT.svg]``: a package's header and plan summary; the core map and the
 CB/L1 layout drawn as SVG (inspect_view.py).
+``tilelang-tt --version``: the version of tilelang-tt.
 
-FUNC is a ``@T.prim_func`` in FILE, or a zero-argument callable returning one.
+FUNC is a ``@T.prim_func`` in FILE, a ``@tilelang.jit`` function, or a function returning a ``T.prim_func``; the
+parameters of the last two (for a jit function: the ones that are not tensors, and its ``T.const`` names) come
+from ``--arg NAME=VALUE`` (VALUE a Python literal: 64, 0.5, (2, 4), 'float16'; anything else is a string).
+TARGET is what ``tilelang.compile`` takes for tt: ``"tt -arch=blackhole -max_cores=16 -math_fidelity=HiFi4"`` or
+its JSON dict form. An ARTIFACT is an artifact directory or a package file (``kernel.export(path)``, ``.ttpkg``).
 
 Every error is one ``error: ...`` line on stderr. Exit status: 0 done; 1 the command's verdict is a failure (the
 compiler refused the kernel, the sanitizer stopped the run, the SDK check failed); 2 an unusable command line,
@@ -16,7 +22,9 @@ file, input or --out; 3 an internal error (a bug; $TILELANG_TT_TRACEBACK=1 print
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -54,7 +62,9 @@ def _raised(file: Path, err: BaseException) -> str:
     return f"{type(err).__name__}: {one_line(err) if str(err) else '(no message)'}{where}"
 
 
-def _load(spec: str):
+def _load(spec: str, bindings: dict | None = None):
+    """(the ``T.prim_func`` that ``FILE.py:FUNC`` names, its parameters bound from ``bindings`` (``--arg``); the
+    target a ``@tilelang.jit(target=...)`` function names, or None)."""
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise InputError(f"expected FILE.py:FUNC, got {spec!r}")
@@ -71,16 +81,119 @@ def _load(spec: str):
     if not hasattr(module, name):
         raise InputError(f"{file} has no {name!r}")
     obj = getattr(module, name)
+    bindings = dict(bindings or {})
+    from tilelang.jit import JITImpl
     from tvm import tirx
 
-    if not isinstance(obj, tirx.PrimFunc) and callable(obj):
+    target = None
+    if isinstance(obj, JITImpl):
+        target = obj.target
+        obj = _specialise_jit(obj, name, file, bindings)
+    elif not isinstance(obj, tirx.PrimFunc) and callable(obj):
+        _check_bindings(name, _signature(obj), bindings)
         try:
-            obj = obj()
+            obj = obj(**bindings)
         except (Exception, SystemExit) as err:
-            raise InputError(f"calling {name}() in {file} raised {_raised(file, err)}") from None
+            raise InputError(f"calling {name}({_call_text(bindings)}) in {file} raised {_raised(file, err)}") from None
+    elif bindings:
+        raise InputError(f"{name} is a T.prim_func: it has no parameters for --arg ({', '.join(bindings)})")
     if not isinstance(obj, tirx.PrimFunc):
         raise InputError(f"{name} is not a T.prim_func (nor returns one)")
-    return obj
+    return obj, target
+
+
+def parse_bindings(items: list[str]) -> dict:
+    """``--arg NAME=VALUE`` items -> {NAME: value}: VALUE as a Python literal (ints, floats, strings, tuples,
+    lists, None, booleans), or the text itself when it is not one (``dtype=float16``)."""
+    out: dict = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise InputError(f"--arg {item!r} is not NAME=VALUE")
+        if name in out:
+            raise InputError(f"--arg {name} is given twice")
+        try:
+            out[name] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            out[name] = text
+    return out
+
+
+def _call_text(bindings: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in bindings.items())
+
+
+def _signature(func) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):           # a builtin or a callable without one: no checks, call it as it is
+        return None
+
+
+def _accepted(params: list[inspect.Parameter], extra: list[str]) -> str:
+    names = [p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params] + extra
+    return ", ".join(names) if names else "no parameters"
+
+
+def _check_bindings(what: str, signature: inspect.Signature | None, bindings: dict, tensors=(),
+                    consts: list[str] | None = None) -> None:
+    """A one-line InputError naming the parameter when ``bindings`` leave one of ``what``'s parameters unbound
+    or name one it does not have (``tensors``: parameters the kernel's caller passes, never bound here;
+    ``consts``: extra names it accepts, a jit function's ``T.const`` dimensions)."""
+    if signature is None:
+        return
+    kinds = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    params = [p for p in signature.parameters.values() if p.name not in tensors and p.kind not in kinds]
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    accepted = f"{what} accepts {_accepted(params, consts or [])}"
+    for name in bindings:
+        if name in tensors:
+            raise InputError(f"--arg {name}: {name} is a tensor parameter of {what}, given when the kernel is called, "
+                             f"not compiled; {accepted}")
+        if name not in {p.name for p in params} and name not in (consts or []) and not takes_any:
+            raise InputError(f"--arg {name}: {what} has no parameter {name!r}; {accepted}")
+    for p in params:
+        if p.default is p.empty and p.name not in bindings:
+            raise InputError(f"{what} needs --arg {p.name}=VALUE; {accepted}")
+
+
+def _specialise_jit(jit, name: str, file: Path, bindings: dict):
+    """The T.prim_func of a ``@tilelang.jit`` function for ``bindings``: its non-tensor parameters and, for an
+    eager-style one (tensor annotations, ``T.const`` dimensions), the ``T.const`` names."""
+    from tvm import tirx
+
+    func = jit.func
+    if isinstance(func, tirx.PrimFunc):
+        _check_bindings(name, inspect.Signature([]), bindings)
+        return func
+    tensors = set(getattr(func, "tensor_args", None) or {})
+    plain = [n for n in jit.signature.parameters if n not in tensors]
+    given = {k: v for k, v in bindings.items() if k in plain}
+    _check_bindings(name, jit.signature, given, tensors)     # first: TileLang's mode inference calls the function
+    consts = _jit_consts(jit, given) if tensors else []
+    _check_bindings(name, jit.signature, bindings, tensors, consts)
+    if consts:
+        missing = [c for c in consts if c not in bindings]
+        if missing:
+            raise InputError(f"{name} needs --arg {missing[0]}=VALUE (a T.const dimension); {name} accepts "
+                             f"{_accepted([jit.signature.parameters[n] for n in plain], consts)}")
+    try:
+        return jit.get_tir(**bindings)
+    except (Exception, SystemExit) as err:
+        raise InputError(f"specialising {name}({_call_text(bindings)}) in {file} raised {_raised(file, err)}") from None
+
+
+def _jit_consts(jit, plain: dict) -> list[str]:
+    """The ``T.const`` names of an eager-style jit function (TileLang builds its template from the non-tensor
+    parameters first); [] for a lazy-style one or when TileLang cannot say."""
+    try:
+        if jit.initialize_jit_mode(**plain) != "eager":
+            return []
+        template = jit.func._build_tir_template(**plain)
+        return [entry[3] for entry in (template.matcher or {}).values()]
+    except Exception:     # noqa: BLE001 - TileLang's own message comes when the kernel is specialised
+        return []
 
 
 def _integer_at_least(minimum: int, what: str):
@@ -97,18 +210,31 @@ def _integer_at_least(minimum: int, what: str):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from tilelang_tt.version import __version__
+
     parser = _Parser(prog="tilelang-tt", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tilelang-tt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    artifact_help = "artifact directory (with tt.plan.json) or package file (kernel.export, .ttpkg)"
     comp = sub.add_parser("compile", help="compile a TileLang kernel for TT and write its artifact directory")
-    comp.add_argument("kernel", help="FILE.py:FUNC")
+    comp.add_argument("kernel", help="FILE.py:FUNC (a T.prim_func, a @tilelang.jit function, or a function "
+                                     "returning a T.prim_func)")
     comp.add_argument("--out", required=True, type=Path,
                       help="artifact directory to write: new, empty, or one tilelang-tt wrote (never user files)")
-    comp.add_argument("--arch", default="wormhole_b0", choices=["wormhole_b0", "blackhole"])
-    comp.add_argument("--max-cores", type=_integer_at_least(1, "is not a positive integer"), default=None)
-    chk = sub.add_parser("check", help="check an artifact against the real TT-Metalium 0.81 headers and library")
-    chk.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
+    comp.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                      help="a parameter of a jit function or factory (VALUE a Python literal; repeatable)")
+    comp.add_argument("--target", default=None, metavar="TARGET",
+                      help='what tilelang.compile takes for tt: "tt -arch=blackhole -max_cores=16 '
+                           '-math_fidelity=HiFi4" (or the JSON dict form); default: the jit function\'s own tt '
+                           'target, else "tt"')
+    comp.add_argument("--arch", default=None, choices=["wormhole_b0", "blackhole"],
+                      help="the target's arch (default wormhole_b0)")
+    comp.add_argument("--max-cores", type=_integer_at_least(1, "is not a positive integer"), default=None,
+                      help="the target's max_cores")
+    chk = sub.add_parser("check", help="check artifacts against the real TT-Metalium 0.81 headers and library")
+    chk.add_argument("artifacts", type=Path, nargs="+", metavar="artifact", help=artifact_help)
     run = sub.add_parser("run", help="run an artifact on tt-sim (the CPU emulator) with inputs from .npy files")
-    run.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
+    run.add_argument("artifact", type=Path, help=artifact_help)
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input tensor")
     run.add_argument("--seed", type=_integer_at_least(0, "is negative (seeds are integers >= 0)"), default=None,
                      help="seeded random values for inputs not given (normal; integer tensors: uniform)")
@@ -118,7 +244,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-strict", dest="strict", action="store_false",
                      help="ask the emulator for its lenient mode (strict is the default)")
     mdl = sub.add_parser("model", help="print the performance model of an artifact (modeled, not measured)")
-    mdl.add_argument("artifact", type=Path, help="artifact directory (with tt.plan.json)")
+    mdl.add_argument("artifact", type=Path, help=artifact_help)
     mdl.add_argument("--protocol-run", action="store_true",
                      help="count with a protocol-only tt-sim run (zero inputs, no math) instead of the static walk")
     mdl.add_argument("--json", action="store_true", help="print the whole model as JSON")
@@ -157,6 +283,44 @@ def main(argv=None) -> int:
                      f"{type(err).__name__}: {err}", EXIT_INTERNAL)
 
 
+def compile_options(target=None, arch: str | None = None, max_cores: int | None = None, jit_target=None):
+    """The TTOptions of ``compile``: ``--target`` (else a jit function's own tt target, else "tt") with ``--arch``
+    and ``--max-cores`` on top; a flag that contradicts what ``--target`` states is an InputError."""
+    from tilelang_tt.errors import TTTargetError
+    from tilelang_tt.target import make_options, normalize_tt_target, stated_options
+
+    try:
+        if target is not None:
+            if target.lstrip().startswith("{"):
+                import json
+
+                try:
+                    target = json.loads(target)
+                except ValueError as err:
+                    raise InputError(f"--target {target!r} is not JSON ({err})") from None
+            stated = stated_options(target)
+        elif jit_target is not None and _is_tt(jit_target, normalize_tt_target):
+            stated = stated_options(jit_target)
+        else:
+            stated = {}
+        for flag, name, value in (("--arch", "arch", arch), ("--max-cores", "max_cores", max_cores)):
+            if value is not None:
+                if target is not None and name in stated and stated[name] != value:
+                    raise InputError(f"{flag} {value} contradicts --target's {name}={stated[name]}: give one of them")
+                stated[name] = value
+        stated["compile_only"] = True
+        return make_options(**stated)
+    except TTTargetError as err:
+        raise InputError(f"--target: {one_line(err)}") from None
+
+
+def _is_tt(target, normalize) -> bool:
+    try:
+        return normalize(target) is not None
+    except Exception:     # noqa: BLE001 - a jit function's target that is not a valid tt target is not ours to use
+        return False
+
+
 def _compile(args) -> int:
     import tilelang_tt  # noqa: F401
     from tilelang_tt.artifact import check_output_dir, write_artifact
@@ -164,13 +328,15 @@ def _compile(args) -> int:
     from tilelang_tt.errors import TTError
     from tilelang_tt.pipeline import lower_module
     from tilelang_tt.summary import plan_summary
-    from tilelang_tt.target import make_options
     from tvm import IRModule
 
     check_output_dir(args.out)             # before compiling: --out must not hold files that are not ours
-    func = _load(args.kernel)
+    bindings = parse_bindings(args.arg)
+    if args.target is not None:            # a bad --target is refused before the kernel module runs
+        compile_options(args.target, args.arch, args.max_cores)
+    func, jit_target = _load(args.kernel, bindings)
+    options = compile_options(args.target, args.arch, args.max_cores, jit_target)
     try:
-        options = make_options(arch=args.arch, max_cores=args.max_cores, compile_only=True)
         mod = lower_module(IRModule({"main": func}), options)
         artifact = generate(mod["main"], options)
     except TTError as err:
@@ -184,12 +350,32 @@ def _compile(args) -> int:
     return EXIT_OK
 
 
+def artifact_dir(path: Path) -> Path:
+    """The artifact directory ``path`` names: itself, or the package file's artifact written (content-addressed, as
+    ``tilelang_tt.load`` does) under the artifact root; an InputError for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
+    from tilelang_tt.artifact import write_artifact
+    from tilelang_tt.errors import TTPackageError
+    from tilelang_tt.package import read_kernel
+
+    try:
+        _, files, plan = read_kernel(path)
+    except TTPackageError as err:
+        raise InputError(one_line(err)) from None
+    return write_artifact(files, plan["kernel"])
+
+
 def _model(args) -> int:
     import json
 
     from tilelang_tt.errors import TTError
     from tilelang_tt.perf_model import StaticCountError, model_of, protocol_report, summary
 
+    args.artifact = artifact_dir(args.artifact)
     if not (args.artifact / "tt.plan.json").is_file():
         return _fail(f"{args.artifact} has no tt.plan.json", EXIT_INPUT)
     if args.trace is not None and args.svg is not None and args.trace.resolve() == args.svg.resolve():
@@ -234,16 +420,26 @@ def _inspect(args) -> int:
 
 
 def _check(args) -> int:
+    from tilelang_tt.progress import bar
     from tilelang_tt.realcheck import TTCheckError, check_artifact
 
-    try:
-        result = check_artifact(args.artifact)
-    except TTCheckError as err:
-        return _fail(err, EXIT_INPUT)
-    print(result.summary())
-    if not result.ok:
-        return _fail(result.first_error(), EXIT_FAILED)
-    print(f"all checks passed in {result.seconds:.2f} s")
+    dirs = [artifact_dir(path) for path in args.artifacts]      # every one usable before the first check runs
+    failed = []
+    for path, directory in bar(list(zip(args.artifacts, dirs)), desc="real-header check", unit="artifact"):
+        try:
+            result = check_artifact(directory)
+        except TTCheckError as err:
+            return _fail(err, EXIT_INPUT)
+        if len(dirs) > 1:
+            print(f"== {path}")
+        print(result.summary())
+        if not result.ok:
+            failed.append(f"{path}: {one_line(result.first_error())}" if len(dirs) > 1 else result.first_error())
+        else:
+            print(f"all checks passed in {result.seconds:.2f} s")
+    if failed:
+        return _fail(failed[0] + (f" (and {len(failed) - 1} more artifacts failed)" if len(failed) > 1 else ""),
+                     EXIT_FAILED)
     return 0
 
 
@@ -251,8 +447,9 @@ def _run(args) -> int:
     from tilelang_tt.errors import TTError
     from tilelang_tt.run_artifact import _pairs, run_artifact
 
+    directory = artifact_dir(args.artifact)
     try:
-        outcome = run_artifact(args.artifact, args.out, _pairs(args.input, "--input"), seed=args.seed,
+        outcome = run_artifact(directory, args.out, _pairs(args.input, "--input"), seed=args.seed,
                                dims=_pairs(args.dim, "--dim"), strict=args.strict,
                                scalars=_pairs(args.scalar, "--scalar"))
     except TTError as err:

@@ -27,6 +27,7 @@ import numpy as np
 from . import blockfloat
 from .device import BFP_INT_RANGE, STORAGE_TILE_FORMAT, TILE_FORMATS
 from .errors import TTError
+from .progress import spinner
 
 logger = logging.getLogger(__name__)
 
@@ -443,12 +444,21 @@ def run(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_onl
     """Execute the artifact's host program: on tt-sim, or on a device through a TT-Metalium SDK
     (``backend``: "sim" | "hw" | "auto"/None, see ``hardware.resolve_backend``). ``tensors`` maps parameter
     index -> tensor (inputs are read, outputs are written in place)."""
-    import time
-
     from . import hardware
 
     artifact_dir = Path(os.path.abspath(artifact_dir))    # the host program runs inside it: no relative paths
     chosen = hardware.resolve_backend(backend)
+    where = "the device" if chosen == "hw" else "tt-sim"
+    with spinner(f"{plan['kernel']} on {where}"):        # on a terminal's stderr, once the run takes over ~2 s
+        return _run_host(artifact_dir, plan, tensors, protocol_only, timeout_s, chosen)
+
+
+def _run_host(artifact_dir: Path, plan: dict, tensors: dict[int, object], protocol_only: bool | None, timeout_s: float,
+         chosen: str) -> RunResult:
+    import time
+
+    from . import hardware
+
     if chosen == "hw":
         if protocol_only:
             raise TTSimError("protocol-only runs exist on the emulator only", construct="kernel call")

@@ -180,6 +180,25 @@ def options_from_target(target: Target) -> TTOptions:
     return make_options(**values)
 
 
+def stated_options(target) -> dict:
+    """The options a tt target states, validated and coerced (``"tt -arch=blackhole -max_cores=4"`` ->
+    ``{"arch": "blackhole", "max_cores": 4}``); options it leaves to their defaults are absent. A string, a dict
+    or a Target; a TTTargetError for anything that is not a tt target."""
+    if isinstance(target, Target) and is_tt_target(target):
+        return {k: v for k, v in options_from_target(target).as_dict().items() if v is not None}
+    opts = None
+    if isinstance(target, str):
+        opts = _parse_cli(target.strip())
+    elif isinstance(target, Mapping) and target.get("kind") == "tt":
+        opts = {k: v for k, v in target.items() if k != "kind"}
+    if opts is None:
+        raise TTTargetError(f"{str(target)!r} is not a tt target", construct="tt target",
+                            fix='spell it "tt -arch=blackhole -max_cores=16 -math_fidelity=HiFi4" or '
+                                '{"kind": "tt", "arch": "blackhole"}')
+    make_options(**opts)         # the whole set is valid (max_cores within the arch's grid)
+    return {name: _coerce(name, value) for name, value in opts.items() if value is not None}
+
+
 def normalize_tt_target(target) -> Target | None:
     """TileLang target normalizer: return a Target for tt spellings, None for anything else."""
     if isinstance(target, Target):

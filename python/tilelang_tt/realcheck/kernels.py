@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..artifact import staged_directory
 from ..device import get_device
+from ..progress import bar
 from . import jit_files, sfpi_stub
 from .sdk import TTCheckError, cache_root, headers_dir
 
@@ -193,4 +194,5 @@ def check_kernels(plan: dict, artifact: Path, jobs: int | None = None) -> list[T
             return TUResult(kernel, name, proc.returncode == 0, time.perf_counter() - t0, proc.stdout + proc.stderr)
 
         with ThreadPoolExecutor(max_workers=jobs or max(2, os.cpu_count() or 2)) as pool:
-            return list(pool.map(run, todo))
+            return list(bar(pool.map(run, todo), total=len(todo), desc=f"{plan['kernel']}: kernels",
+                            unit="TU", leave=False))
