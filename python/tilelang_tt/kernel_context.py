@@ -46,7 +46,7 @@ class KernelContext:
         # scalar kernel parameters (alpha: T.float32): runtime args of every kernel, float32 as its bit pattern
         self.scalars = [(i, self.names.var(p), str(p.dtype)) for i, p in enumerate(func.params)
                         if p not in func.buffer_map and p.name not in self.rt_names]
-        self.grid = [dim(g) for g in func.attrs[attrs.GRID]]
+        self.grid = list(self.dims(func.attrs[attrs.GRID]))   # C++ names: a dimension `n` is `n_t` beside the loop's n
         self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
 
     def program_cbs(self) -> dict:

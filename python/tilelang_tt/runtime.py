@@ -41,16 +41,35 @@ class TTKernelAdapter(BaseKernelAdapter):
         self._specs: list[ParamSpec] | None = None
         super().__init__(device_mod, params, result_idx)
 
-    def _allocate(self, index: int):
+    def _allocate(self, index: int, dims: dict[str, int]):
+        """The output ``index`` of an ``out_idx`` call, its symbolic dimensions (T.dynamic) taken from the inputs
+        that carry them (``dims``: name -> value, ``_bound_dims``)."""
         import torch
 
-        param = self.params[index]
-        if not all(isinstance(s, int) or hasattr(s, "value") for s in param.shape):
-            raise TTError(f"cannot allocate output {index}: its shape {list(param.shape)} is symbolic",
-                          construct="out_idx", fix="pass the output tensor explicitly")
-        shape = [int(s) for s in param.shape]
-        dtype = getattr(torch, str(param.dtype))
-        return torch.empty(shape, dtype=dtype)
+        from .emulator import _eval_dim
+
+        spec = self.param_specs()[index]
+        try:
+            shape = [_eval_dim(d, dims) for d in spec.shape]
+        except NameError as err:
+            source = [str(d) for d in self.params[index].shape]     # the TileLang names (the plan's are C++'s)
+            unbound = next((src for src, d in zip(source, spec.shape) if d == err.name), err.name)
+            raise TTError(f"cannot allocate output {index} ({spec.name}): its shape [{', '.join(source)}] names "
+                          f"{unbound}, which no input tensor's shape gives", construct="out_idx",
+                          fix="pass the output tensor explicitly") from None
+        return torch.empty(shape, dtype=getattr(torch, str(spec.dtype)))
+
+    @staticmethod
+    def _bound_dims(specs, full: list) -> dict[str, int]:
+        """Symbolic dimensions (plan shapes name them) bound by the tensors given: name -> size."""
+        dims: dict[str, int] = {}
+        for spec, value in zip(specs, full):
+            if value is None or spec.shape is None or not hasattr(value, "shape"):
+                continue
+            for d, n in zip(spec.shape, tuple(value.shape)):
+                if isinstance(d, str) and d.isidentifier():
+                    dims.setdefault(d, int(n))
+        return dims
 
     def run(self, *args, protocol_only: bool | None = None, backend: str | None = None):
         if self.options.compile_only:
@@ -66,8 +85,9 @@ class TTKernelAdapter(BaseKernelAdapter):
         elif len(args) == n - len(outs):
             it = iter(args)
             full = [None if i in outs else next(it) for i in range(n)]
+            dims = self._bound_dims(specs, full)
             for i in outs:
-                full[i] = self._allocate(i)
+                full[i] = self._allocate(i, dims)
         else:
             raise _count_error(specs, outs, len(args))
         full = [check_argument(spec, value) for spec, value in zip(specs, full)]

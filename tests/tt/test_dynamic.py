@@ -85,3 +85,50 @@ def test_symbolic_batch_of_padded_matrices_is_refused_clearly():
 
     with pytest.raises(TTUnsupportedError, match=r"dimension num_tokens \* 32 of b is an expression of symbolic"):
         tilelang.compile(k, target="tt")
+
+
+def test_out_idx_output_with_a_symbolic_shape_takes_it_from_the_inputs():
+    """``out_idx`` with C: [M, N] and M a T.dynamic: the output is allocated with the M of the A given (TileLang's
+    dynamic_shape example); an output dimension no input carries is refused naming it."""
+    import tilelang.language as T
+
+    from tilelang_tt.errors import TTError
+
+    kernel = tilelang.compile(K.dynamic_gemm(N=64, K=96), out_idx=[-1], target="tt")
+    for M in (40, 97):
+        a, b = torch.randn(M, 96, dtype=torch.bfloat16), torch.randn(96, 64, dtype=torch.bfloat16)
+        c = kernel(a, b)
+        assert c.shape == (M, 64) and c.dtype == torch.bfloat16
+        ref = a.float() @ b.float()
+        assert (c.float() - ref).abs().max() <= 2 ** -7 * ref.abs().max()
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def fill(A: T.Tensor((64, 64), "float32"), C: T.Tensor((n, 64), "float32")):
+        with T.Kernel(1, T.ceildiv(n, 32), threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 64):
+                C[by * 32 + i, j] = A[i, j]
+
+    only_out = tilelang.compile(fill, out_idx=[-1], target="tt")
+    with pytest.raises(TTError, match=r"cannot allocate output 1 \(C\): its shape \[n, 64\] names n, which no input"):
+        only_out(torch.randn(64, 64))
+
+
+def test_a_dimension_named_like_the_persistent_loop_variable():
+    """T.dynamic("n") sizes the grid: in C++ it is renamed (the persistent loop's counter is n), and the host
+    program's block count uses the renamed name too (it used `n` and did not compile: TileLang's dynamic_shape
+    example)."""
+    import tilelang.language as T
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def scale(A: T.Tensor((n, 64), "float32"), C: T.Tensor((n, 64), "float32")):
+        with T.Kernel(2, T.ceildiv(n, 32), threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * 3.0
+
+    kernel = tilelang.compile(scale, out_idx=[-1], target="tt")
+    a = torch.randn(70, 64)
+    assert torch.equal(kernel(a), a * 3)
