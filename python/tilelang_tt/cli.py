@@ -5,6 +5,7 @@
 artifact (perf_model.py); its per-core schedule as a Chrome/Perfetto trace and as a picture (trace.py).
 ``tilelang-tt inspect FILE_OR_DIR [--svg OUT.svg]``: a package's header and plan summary; the core map and the
 CB/L1 layout drawn as SVG (inspect_view.py).
+``tilelang-tt --version``: the version of tilelang-tt.
 
 FUNC is a ``@T.prim_func`` in FILE, or a zero-argument callable returning one.
 
@@ -97,7 +98,10 @@ def _integer_at_least(minimum: int, what: str):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from tilelang_tt.version import __version__
+
     parser = _Parser(prog="tilelang-tt", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tilelang-tt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     comp = sub.add_parser("compile", help="compile a TileLang kernel for TT and write its artifact directory")
     comp.add_argument("kernel", help="FILE.py:FUNC")
