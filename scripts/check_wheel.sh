@@ -90,7 +90,7 @@ t_again = time.perf_counter() - t
 ref = a.float() @ b.float()
 err = float((c.float() - ref).abs().max() / ref.abs().max())
 print(f"   128^3 bf16 GEMM: compiled in {t_compile:.1f} s, ran on tt-sim in {t_run:.1f} s (first run builds the host "
-      f"program and kernels with the system C++ compiler; again: {t_again:.1f} s), max error {err:.2e} of max |C|")
+      f"program and kernels with the system C++ compiler; again: {t_again:.2f} s), max error {err:.2e} of max |C|")
 assert err <= 4 * 2**-8, err
 EOF
 rm -rf "$WORK/cache" "$WORK/artifacts" "$WORK/tilelang-cache"         # nothing compiled or built before
