@@ -38,7 +38,7 @@ LAYERS = [
     ("compile: pass order, TT program build, printers, plan", ["kernel_context", "pipeline", "printer", "codegen"]),
     ("run and check: emulator, model, real headers, cache, runtime", [
         "emulator", "run_artifact", "perf_model", "trace", "ttnn_reference", "realcheck", "realcheck.*", "profiler",
-        "cache", "package", "runtime"]),
+        "cache", "package", "torch_ops", "runtime"]),
     ("entry points", ["annotations", "language", "backend", "inspect_view", "", "cli"]),
 ]
 

@@ -24,7 +24,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 from .version import __version__  # noqa: E402
 __all__ = ["TTError", "TTTargetError", "TTAnnotationError", "TTScheduleError", "TTShapeError", "TTUnsupportedError",
            "TTLoweringError", "TTPlanError", "TTVersionError", "TTPackageError", "TTCallError", "TTShard",
-           "annotate_tt_schedule", "annotate_tt_sharding", "backend", "language", "load"]
+           "annotate_tt_schedule", "annotate_tt_sharding", "backend", "language", "load", "torch_op"]
 
 
 def load(path, out_idx=None):
@@ -51,3 +51,11 @@ def load(path, out_idx=None):
                                backend_context=context, params=params_from_plan(plan))
     kernel.package_header = header
     return kernel
+
+
+def torch_op(kernel, name: str):
+    """Register a compiled kernel as the torch custom op ``name`` ("namespace::op") and return it: it runs inside
+    ``torch.compile`` graphs, its fake implementation allocating outputs from the plan (``torch_ops.py``)."""
+    from .torch_ops import torch_op as register
+
+    return register(kernel, name)

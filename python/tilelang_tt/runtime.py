@@ -345,6 +345,13 @@ class TTJITKernel(JITKernel):
 
         return package.export(self, path)
 
+    def as_torch_op(self, name: str):
+        """This kernel as the torch custom op ``name`` ("namespace::op"), callable inside ``torch.compile`` graphs,
+        with a fake implementation from the plan's shapes (``torch_ops.py``)."""
+        from .torch_ops import torch_op
+
+        return torch_op(self, name)
+
     def emulate(self, *args, protocol_only: bool = False):
         """Run on tt-sim explicitly; ``protocol_only=True`` counts traffic and tile ops without the math."""
         return self.adapter.run(*args, protocol_only=protocol_only, backend="sim")
