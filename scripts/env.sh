@@ -20,7 +20,10 @@ stamp=.venv/.tilelang_tt_installed
 newest=$(find pyproject.toml CMakeLists.txt cmake src -type f -newer "$stamp" 2>/dev/null | head -n 1 || true)
 if [ ! -f "$stamp" ] || [ -n "$newest" ]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q torch==2.13.0
+  # PyTorch's CPU wheel index first (PyPI's Linux torch is the CUDA build); PyPI when that index is unreachable.
+  # TORCH_INDEX overrides the index.
+  .venv/bin/pip install -q torch==2.13.0 --index-url "${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" \
+      --timeout 15 --retries 0 2>/dev/null || .venv/bin/pip install -q torch==2.13.0
   .venv/bin/pip install -q -e ".[test]"
   touch "$stamp"
 fi
