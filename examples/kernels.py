@@ -455,3 +455,31 @@ def moe_grouped_gemm(M, N, K, E, bm, bn, bk):
                 T.gemm(A_s, W_s, C_l)
             T.copy(C_l, C[by * bm, bx * bn])
     return grouped
+
+
+def convolution(N, C, H, W, F, K, S, D, P, block_M=64, block_N=64, block_K=32, dtype="bfloat16"):
+    """TileLang's example_convolution.py (2-D convolution as an implicit GEMM): NHWC data, [KH, KW, C, F] weights,
+    ``T.im2col`` filling the A block of each K step."""
+    KH = KW = K
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+
+    @T.prim_func
+    def main(data: T.Tensor((N, H, W, C), dtype), kernel: T.Tensor((KH, KW, C, F), dtype),
+             out: T.Tensor((N, OH, OW, F), dtype)):
+        with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(N * OH * OW, block_M), threads=128) as (bx, by):
+            data_shared = T.alloc_shared((block_M, block_K), dtype)
+            kernel_shared = T.alloc_shared((block_K, block_N), dtype)
+            out_local = T.alloc_fragment((block_M, block_N), "float32")
+            out_shared = T.alloc_shared((block_M, block_N), dtype)
+            kernel_flat = T.Tensor((KH * KW * C, F), dtype, kernel.data)
+            out_flat = T.Tensor((N * OH * OW, F), dtype, out.data)
+            T.clear(out_local)
+            for k_iter in T.Pipelined(T.ceildiv(KH * KW * C, block_K), num_stages=2):
+                T.im2col(data, data_shared, by, k_iter, KH, S, D, P)
+                T.copy(kernel_flat[k_iter * block_K, bx * block_N], kernel_shared)
+                T.gemm(data_shared, kernel_shared, out_local)
+            T.copy(out_local, out_shared)
+            T.copy(out_shared, out_flat[by * block_M, bx * block_N])
+
+    return main

@@ -145,6 +145,15 @@ def paged_decode_inputs(B, H, D, BS, MAXB, NB):
     return [q, k, v, table, torch.empty(B, H, D, dtype=torch.bfloat16)], ref
 
 
+def conv_inputs(N, C, H, W, F, K, S, D, P):
+    import torch.nn.functional as Fn
+
+    a, b = torch.randn(N, H, W, C, dtype=torch.bfloat16), torch.randn(K, K, C, F, dtype=torch.bfloat16)
+    ref = Fn.conv2d(a.float().permute(0, 3, 1, 2), b.float().permute(3, 2, 0, 1), stride=S, padding=P,
+                    dilation=D).permute(0, 2, 3, 1)
+    return [a, b, torch.empty(*ref.shape, dtype=torch.bfloat16)], ref
+
+
 def moe_inputs(M, N, K_, E, bm):
     a, w = torch.randn(M, K_, dtype=torch.bfloat16), torch.randn(E, K_, N, dtype=torch.bfloat16)
     experts = torch.randint(0, E, (M // bm,), dtype=torch.int32)
@@ -195,6 +204,8 @@ CASES = [
      lambda: K.paged_decode(2, 32, 64, 32, 4, 16), lambda: paged_decode_inputs(2, 32, 64, 32, 4, 16)),
     ("MoE grouped GEMM 256x128x128 bf16, an expert per 64-row block (int32 table)",
      lambda: K.moe_grouped_gemm(256, 128, 128, 4, 64, 64, 64), lambda: moe_inputs(256, 128, 128, 4, 64)),
+    ("convolution 3x3, stride 2, pad 1, 2x17x15x64 -> 64 channels bf16 (TileLang example form, T.im2col)",
+     lambda: K.convolution(2, 64, 17, 15, 64, 3, 2, 1, 1), lambda: conv_inputs(2, 64, 17, 15, 64, 3, 2, 1, 1)),
 ]
 
 

@@ -81,6 +81,10 @@ class TTOps:
     # element (pos_row + i * step_row, pos_col + i * step_col) of the int32 index tensor; positions at or past
     # ``count`` along the gathered axis read no row (zeros)
     gather_rows = _register("gather_rows", 14)
+    # im2col_rows(cb, tensor_index, nhw_step, c_step, N, H, W, C, kernel, stride, dilation, pad, rows, cols, scratch_cb):
+    # T.im2col of an NHWC tensor (viewed as [N*H*W, C]): row i of the block is output pixel nhw_step * rows + i, its
+    # cols tiles the channels of kernel tap (kh, kw) that column block c_step covers; padding taps read zeros
+    im2col_rows = _register("im2col_rows", 16)
 
 
 if _FIRST_LOAD:

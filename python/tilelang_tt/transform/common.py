@@ -88,6 +88,7 @@ class TileOps:
     fill = op("tl.tileop.fill")
     gemm = op("tl.tileop.gemm")
     reduce = op("tl.tileop.reduce")
+    im2col = op("tl.tileop.im2col")
     region = op("tl.region")
     launch_thread_idx = op("tl.launch_thread_idx")
 

@@ -50,7 +50,8 @@ def _tag_origin(part: dict, kind: str) -> dict:
     return part
 
 
-_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows")
+_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows",
+          "im2col_rows")
 class LowerToProgram:
     def __init__(self, func: tirx.PrimFunc, name: str, cbs: dict, tensor_names: dict, names: NameSupply,
                  dst_capacity: int, fp32_acc: bool, source: str | None):
@@ -404,6 +405,45 @@ class LowerToProgram:
                           Call("cb_push_back", (scratch, 1), note), Call("cb_wait_front", (scratch, 1), note),
                           Call("cb_pop_front", (scratch, 1), note), Call("cb_push_back", (cb, n), note)]}
         out["compute"] = [Call("consume", (cb, n), note)]
+        return out
+
+    def op_im2col_rows(self, args, note) -> dict:
+        """T.im2col: the block's kernel tap (kh, kw) and channel tile come from its column block; row ``i`` is output
+        pixel ``m = nhw_step * rows + i`` = (n, oh, ow), whose input pixel (oh * S + kh * D - P, ow * S + kw * D - P)
+        is row (n * H + ih) * W + iw of the [N*H*W, C] view. ``gather_row`` copies its channel tiles (zeros when the
+        tap falls in the padding or m is past the last pixel) through the scratch CB, as a row gather does."""
+        name = self.cb_name(args[0])
+        n_tiles = self.cbs[name]["block_tiles"]
+        cb, scratch = CB(name), CB(str(args[14].value))
+        tensor = Tensor(self.tensor_names[int(args[1])])
+        nhw, cstep = self.expr(args[2]), self.expr(args[3])
+        N, H, W, C, K, S, D, P, rows, cols = (int(a) for a in args[4:14])
+        OH, OW = (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
+
+        def let(stem, value):
+            var = tirx.Var(self.names.fresh(stem), "int32")
+            return var, Let(var, value)
+
+        u32 = lambda e: tirx.Cast("int32", e)   # noqa: E731 - a comparison as 0 / 1 in the product below
+        tap, tap_let = let("tap", tirx.floordiv(cstep * (cols * 32), C))
+        kh, kh_let = let("kh", tirx.floordiv(tap, K))
+        kw, kw_let = let("kw", tirx.floormod(tap, K))
+        ctile, ctile_let = let("c_tile", tirx.floordiv(tirx.floormod(cstep * (cols * 32), C), 32))
+
+        def row(i):
+            m, m_let = let("pixel", nhw * rows + i)
+            ih, ih_let = let("ih", tirx.floormod(tirx.floordiv(m, OW), OH) * S + kh * D)   # + P: never negative
+            iw, iw_let = let("iw", tirx.floormod(m, OW) * S + kw * D)
+            valid = u32(m < N * OH * OW) * u32(ih >= P) * u32(ih < H + P) * u32(iw >= P) * u32(iw < W + P)
+            src = (tirx.floordiv(m, OH * OW) * H + ih - P) * W + iw - P
+            return [m_let, ih_let, iw_let, Call("gather_row", (cb, i, tensor, src, ctile, cols, scratch, valid), note)]
+
+        out = {"reader": [Call("cb_reserve_back", (cb, n_tiles), note), Call("cb_reserve_back", (scratch, 1), note),
+                          tap_let, kh_let, kw_let, ctile_let, *loop("row", rows, row),
+                          Call("noc_async_read_barrier", (), note),
+                          Call("cb_push_back", (scratch, 1), note), Call("cb_wait_front", (scratch, 1), note),
+                          Call("cb_pop_front", (scratch, 1), note), Call("cb_push_back", (cb, n_tiles), note)]}
+        out["compute"] = [Call("consume", (cb, n_tiles), note)]
         return out
 
     def op_write_block(self, args, note) -> dict:

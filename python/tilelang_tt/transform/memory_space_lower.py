@@ -485,6 +485,8 @@ class _Lowerer(ParallelLower):
                 return self.lower_reduce(stmt, c)
             if c.op.same_as(TileOps.gemm):
                 return self.lower_gemm(stmt, c)
+            if c.op.same_as(TileOps.im2col):
+                return self.lower_im2col(stmt, c, stages)
             raise TTUnsupportedError(f"tile operator {c.op.name} has no TT lowering", construct=describe(stmt),
                                      source=self.src, fix="use T.copy, T.gemm, T.reduce_*, T.clear/T.fill and "
                                                           "T.Parallel")
@@ -562,6 +564,41 @@ class _Lowerer(ParallelLower):
             return value if str(node.dtype) == "int32" else tirx.Cast(node.dtype, value)
 
         return transform(tirx.Evaluate(stmt.condition), post, ["tirx.BufferLoad"]).value
+
+    def lower_im2col(self, stmt, c, stages: int):
+        """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`` of an NHWC tensor (TilePadTT views
+        it as [N*H*W, C]) into a tile buffer: the reader fills the buffer's CB row by row, each row the channels of
+        one kernel tap of one output pixel (``gather_row``; padding taps and pixels past N*OH*OW read zeros).
+        A column block must stay within one tap: its width divides C and is a multiple of 32."""
+        what, note = describe(stmt), tilelang_text(stmt)
+        img, col = decode_region(c.args[0], self.src).buffer, decode_region(c.args[1], self.src).buffer
+        from .. import attrs as _attrs
+
+        pad_info = self.func.attrs[_attrs.PADDING].get(img.name) if _attrs.PADDING in self.func.attrs else None
+        logical = list(pad_info["logical"]) if pad_info is not None else list(img.shape)
+        if len(logical) != 4 or not all(isinstance(d, (int, tirx.IntImm)) for d in logical):
+            raise TTUnsupportedError(f"T.im2col of {img.name} with shape {logical}", construct=what, source=self.src,
+                                     fix="T.im2col reads an NHWC tensor of static shape [N, H, W, C]")
+        N, H, W, C = (int(d) for d in logical)
+        rows, cols = static_shape(col, self.src)
+        if rows % TILE or cols % TILE or C % cols:
+            raise TTUnsupportedError(
+                f"T.im2col into a {rows}x{cols} block from {C} channels: a column block must cover whole 32-column "
+                f"tiles of one kernel tap", construct=what, source=self.src,
+                fix=f"use a block_K that divides C={C} and is a multiple of 32, and a block_M that is a multiple of 32")
+        info = self.cb(col)
+        info.producer.add("reader")
+        info.stages = max(info.stages, stages)
+        self.alias.pop(col.name, None)
+        self.events.append((col.name, "def"))
+        self.placements.pop(col.name, None)
+        self.tensor_cb_format(img, col.name, "input", (0, TILE, 0, TILE), what)
+        if self.cb_formats.get(col.name) in ("Bfp8_b", "Bfp4_b"):
+            raise TTUnsupportedError(f"T.im2col of block-float tensor {img.name}", construct=what, source=self.src,
+                                     fix="store the image as bfloat16, float16 or float32")
+        ints = [int(a) for a in c.args[4:8]]
+        return call(TTOps.im2col_rows, self.cb_index_placeholder(col), self.tensor_index(img), c.args[2], c.args[3],
+                    N, H, W, C, *ints, rows, cols // TILE, tirx.StringImm(self.gather_scratch_cb(img)), note=note)
 
     def lower_gemm(self, stmt, c):
         """Operands read through their current CBs; ``transpose_A`` becomes an on-chip transpose of the A block
