@@ -52,6 +52,31 @@ def _tag_origin(part: dict, kind: str) -> dict:
 
 _KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows",
           "im2col_rows")
+def _index_loads(exprs) -> list:
+    """The distinct ``index_load`` calls (int32 tensor elements, MemorySpaceLowerTT) in ``exprs``, in order."""
+    loads = []
+
+    def find(node):
+        if isinstance(node, tirx.Call) and node.op.same_as(TTOps.index_load) and not any(
+                tvm.ir.structural_equal(node, x) for x in loads):
+            loads.append(node)
+
+    for e in exprs:
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), find)
+    return loads
+
+
+def _substitute(expr, vmap):
+    """``expr`` with each ``index_load`` of ``vmap`` replaced by the variable its element was read into."""
+    def subst(node):
+        for load, var in vmap:
+            if isinstance(node, tirx.Call) and tvm.ir.structural_equal(node, load):
+                return var
+        return None
+
+    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, subst, ["tirx.Call"]).value
+
+
 class LowerToProgram:
     def __init__(self, func: tirx.PrimFunc, name: str, cbs: dict, tensor_names: dict, names: NameSupply,
                  dst_capacity: int, fp32_acc: bool, source: str | None):
@@ -175,14 +200,7 @@ class LowerToProgram:
         variable the kernel loads first. The reader reads the element into the ``_cidx`` CB, takes its own copy and
         pushes the page; compute waits for it and reads the value from L1 (``read_tile_value``, every compute
         thread gets it); a writer with stores under the ``if`` reads the element through its own index CB."""
-        loads = []
-
-        def find(node):
-            if isinstance(node, tirx.Call) and node.op.same_as(TTOps.index_load) and not any(
-                    tvm.ir.structural_equal(node, x) for x in loads):
-                loads.append(node)
-
-        tirx.stmt_functor.post_order_visit(tirx.Evaluate(condition), find)
+        loads = _index_loads([condition])
         # one variable per element, the same in every kernel: the verifier compares the pages pushed and popped
         # under the condition kernel against kernel
         values = [tirx.Var(self.names.fresh(f"{self.tensor_names[int(ld.args[0])]}_value"), "int32") for ld in loads]
@@ -190,40 +208,19 @@ class LowerToProgram:
         for role in ("reader", "compute", "writer"):
             if role != "reader" and not body.get(role) and not (role == "compute" and loads):
                 continue
-            pre, vmap = [], []
+            pre = []
             for load, value in zip(loads, values):
-                tensor = self.tensor_names[int(load.args[0])]
-                row, col = self.expr(load.args[1]), self.expr(load.args[2])
                 cidx = CB(str(load.args[3].value))
-                if role == "reader":
-                    pre += [Call("cb_reserve_back", (cidx, 1), why),
-                            Call("read_index", (cidx, Tensor(tensor), row, col), why),
-                            Call("noc_async_read_barrier", (), why),
-                            Let(value, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(cidx.name), col])),
-                            Call("cb_push_back", (cidx, 1), why)]
+                if role == "reader":     # the reader keeps its copy and hands the page on to compute
+                    pre += self._read_index(load, cidx, value, why, keep=False)
                 elif role == "compute":
+                    lane = tirx.floormod(self.expr(load.args[2]), 16)    # the element's column in its face row
                     pre += [Call("cb_wait_front", (cidx, 1), why),
-                            Let(value, tirx.Call("int32", TTOps.tile_value,
-                                                 [tirx.StringImm(cidx.name), tirx.floormod(col, 16)])),
+                            Let(value, tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cidx.name), lane])),
                             Call("cb_pop_front", (cidx, 1), why)]
                 else:
-                    own = CB(f"{cidx.name[:-len('_cidx')]}_idx_w")
-                    pre += [Call("cb_reserve_back", (own, 1), why),
-                            Call("read_index", (own, Tensor(tensor), row, col), why),
-                            Call("noc_async_read_barrier", (), why),
-                            Let(value, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(own.name), col])),
-                            Call("cb_push_back", (own, 1), why), Call("cb_wait_front", (own, 1), why),
-                            Call("cb_pop_front", (own, 1), why)]
-                vmap.append((load, value))
-
-            def subst(node, vmap=vmap):
-                for load, value in vmap:
-                    if isinstance(node, tirx.Call) and tvm.ir.structural_equal(node, load):
-                        return value
-                return None
-
-            cond = self.expr(tirx.stmt_functor.ir_transform(tirx.Evaluate(condition), None, subst,
-                                                            ["tirx.Call"]).value)
+                    pre += self._read_index(load, CB(f"{cidx.name[:-len('_cidx')]}_idx_w"), value, why)
+            cond = self.expr(_substitute(condition, list(zip(loads, values))))
             trips = tirx.Select(cond, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
             inner = body.get(role, [])
             out[role] = _tag_origin({role: pre}, "guard")[role] + (
@@ -310,36 +307,25 @@ class LowerToProgram:
         MemorySpaceLowerTT) read by this kernel from L1 through its index CB before the transfer -- reserve,
         ``read_index`` (the element's face row), read barrier, ``Let`` of the element, push, wait, pop -- and the
         offsets with the element's variable in its place."""
-        loads = []
-
-        def find(node):
-            if isinstance(node, tirx.Call) and node.op.same_as(TTOps.index_load) and not any(
-                    tvm.ir.structural_equal(node, x) for x in loads):
-                loads.append(node)
-
-        for a in args[2:10]:
-            tirx.stmt_functor.post_order_visit(tirx.Evaluate(a), find)
+        loads = _index_loads(args[2:10])
         calls, vmap = [], []
         for load in loads:
-            cb = CB(str(load.args[3].value))
-            row, col = self.expr(load.args[1]), self.expr(load.args[2])
             var = tirx.Var(self.names.fresh(f"{self.tensor_names[int(load.args[0])]}_value"), "int32")
-            calls += [Call("cb_reserve_back", (cb, 1), note),
-                      Call("read_index", (cb, Tensor(self.tensor_names[int(load.args[0])]), row, col), note),
-                      Call("noc_async_read_barrier", (), note),
-                      Let(var, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(cb.name), col])),
-                      Call("cb_push_back", (cb, 1), note), Call("cb_wait_front", (cb, 1), note),
-                      Call("cb_pop_front", (cb, 1), note)]
+            calls += self._read_index(load, CB(str(load.args[3].value)), var, note)
             vmap.append((load, var))
+        return calls, [_substitute(a, vmap) if isinstance(a, tirx.PrimExpr) else a for a in args]
 
-        def subst(node):
-            for load, var in vmap:
-                if isinstance(node, tirx.Call) and tvm.ir.structural_equal(node, load):
-                    return var
-            return None
-
-        return calls, [tirx.stmt_functor.ir_transform(tirx.Evaluate(a), None, subst, ["tirx.Call"]).value
-                       if isinstance(a, tirx.PrimExpr) else a for a in args]
+    def _read_index(self, load, cb, var, note, keep=True) -> list:
+        """One tensor element into ``var`` through index CB ``cb``: reserve, ``read_index`` (the element's face
+        row), read barrier, ``Let`` of the element, push; ``keep``: this kernel also releases the page (wait, pop),
+        else the consumer at the CB's other end does."""
+        row, col = self.expr(load.args[1]), self.expr(load.args[2])
+        calls = [Call("cb_reserve_back", (cb, 1), note),
+                 Call("read_index", (cb, Tensor(self.tensor_names[int(load.args[0])]), row, col), note),
+                 Call("noc_async_read_barrier", (), note),
+                 Let(var, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(cb.name), col])),
+                 Call("cb_push_back", (cb, 1), note)]
+        return calls + ([Call("cb_wait_front", (cb, 1), note), Call("cb_pop_front", (cb, 1), note)] if keep else [])
 
     def op_read_block(self, args, note) -> dict:
         name = self.cb_name(args[0])
