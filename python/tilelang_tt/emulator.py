@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import blockfloat
+from .dims import dim_value
 from .device import BFP_INT_RANGE, STORAGE_TILE_FORMAT, TILE_FORMATS
 from .errors import TTError
 from .progress import spinner
@@ -363,15 +364,6 @@ def _unpad_rows(view: np.ndarray, buf: dict) -> np.ndarray:
     return view.reshape(pad["outer"], pad["padded_rows"], -1)[:, :pad["rows"]].reshape(-1, view.shape[-1])
 
 
-def _eval_dim(d, shapes: dict[str, int]) -> int:
-    """A plan dimension: an int, a symbolic dimension's name, or a C++ product/sum of them (a folded view)."""
-    if isinstance(d, int):
-        return d
-    if d in shapes:
-        return shapes[d]
-    return int(eval(d.replace("/", "//"), {"__builtins__": {}}, dict(shapes)))  # noqa: S307 - plan expressions
-
-
 def bind_shapes(plan: dict, tensors: dict[int, object]) -> dict[str, int]:
     """Check every tensor against the plan and give each symbolic dimension (T.dynamic) its value."""
     shapes: dict[str, int] = {}
@@ -410,7 +402,7 @@ def _write_inputs(data_dir: Path, plan: dict, tensors: dict[int, object], shapes
         value = tensors[buf["param_index"]]
         if "host_unpack" in buf:
             value = unpack_host(value, buf["host_unpack"])
-        view = tuple(_eval_dim(d, shapes) for d in buf.get("view", buf["shape"]))
+        view = tuple(int(dim_value(d, shapes)) for d in buf.get("view", buf["shape"]))
         dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
         if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
             to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")

@@ -17,6 +17,7 @@ from tilelang.jit.kernel import JITKernel
 from tilelang.transform.pass_config import normalize_pass_configs
 
 from ._tilelang_hooks import EXECUTION_BACKEND
+from .dims import bound_dims, dim_value
 from .errors import TTCallError, TTError
 from .target import options_from_target
 
@@ -43,14 +44,12 @@ class TTKernelAdapter(BaseKernelAdapter):
 
     def _allocate(self, index: int, dims: dict[str, int]):
         """The output ``index`` of an ``out_idx`` call, its symbolic dimensions (T.dynamic) taken from the inputs
-        that carry them (``dims``: name -> value, ``_bound_dims``)."""
+        that carry them (``dims``: name -> value, ``dims.bound_dims``)."""
         import torch
-
-        from .emulator import _eval_dim
 
         spec = self.param_specs()[index]
         try:
-            shape = [_eval_dim(d, dims) for d in spec.shape]
+            shape = [int(dim_value(d, dims)) for d in spec.shape]
         except NameError as err:
             source = [str(d) for d in self.params[index].shape]     # the TileLang names (the plan's are C++'s)
             unbound = next((src for src, d in zip(source, spec.shape) if d == err.name), err.name)
@@ -58,18 +57,6 @@ class TTKernelAdapter(BaseKernelAdapter):
                           f"{unbound}, which no input tensor's shape gives", construct="out_idx",
                           fix="pass the output tensor explicitly") from None
         return torch.empty(shape, dtype=getattr(torch, str(spec.dtype)))
-
-    @staticmethod
-    def _bound_dims(specs, full: list) -> dict[str, int]:
-        """Symbolic dimensions (plan shapes name them) bound by the tensors given: name -> size."""
-        dims: dict[str, int] = {}
-        for spec, value in zip(specs, full):
-            if value is None or spec.shape is None or not hasattr(value, "shape"):
-                continue
-            for d, n in zip(spec.shape, tuple(value.shape)):
-                if isinstance(d, str) and d.isidentifier():
-                    dims.setdefault(d, int(n))
-        return dims
 
     def run(self, *args, protocol_only: bool | None = None, backend: str | None = None):
         if self.options.compile_only:
@@ -85,7 +72,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         elif len(args) == n - len(outs):
             it = iter(args)
             full = [None if i in outs else next(it) for i in range(n)]
-            dims = self._bound_dims(specs, full)
+            dims = bound_dims([spec.shape for spec in specs], full)
             for i in outs:
                 full[i] = self._allocate(i, dims)
         else:

@@ -22,6 +22,7 @@ import keyword
 import re
 import threading
 
+from .dims import bound_dims, dim_value
 from .errors import TTError
 
 _REGISTERED: dict[str, object] = {}    # qualified name -> the op, kept alive (an op's registration dies with it)
@@ -102,18 +103,13 @@ class _Signature:
     def output_shapes(self, args) -> list[list]:
         """Each output's shape: the plan's, its symbolic dimensions bound from the inputs (ints, or SymInts while
         torch.compile traces)."""
-        sizes = {}
         for value, i in zip(args, self.inputs):
             shape = self.specs[i].shape
-            if shape is None:
-                continue
-            if len(value.shape) != len(shape):
+            if shape is not None and len(value.shape) != len(shape):
                 raise TTError(f"parameter {self.specs[i].name} takes a tensor of rank {len(shape)} ({shape}); got "
                               f"shape {list(value.shape)}", construct="torch op call")
-            for want, got in zip(shape, value.shape):
-                if isinstance(want, str) and _NAME_ONLY.match(want):
-                    sizes.setdefault(want, got)
-        return [[_dim(d, sizes) for d in self.specs[i].shape] for i in self.outs]
+        sizes = bound_dims([self.specs[i].shape for i in self.inputs], args)
+        return [[dim_value(d, sizes) for d in self.specs[i].shape] for i in self.outs]
 
     def _allocate(self, args) -> list:
         """The outputs, empty, on the inputs' device (a fake one while tracing)."""
@@ -146,16 +142,6 @@ _NAME_ONLY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def _symbols(expr: str) -> list[str]:
     return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expr)
-
-
-def _dim(d, sizes: dict):
-    """A plan dimension: an int, a symbolic dimension's name, or a C++ expression of them (``/`` on sizes >= 0 is
-    floor division); evaluated on SymInts too, without making them concrete."""
-    if isinstance(d, int):
-        return d
-    if d in sizes:
-        return sizes[d]
-    return eval(d.replace("/", "//"), {"__builtins__": {}}, dict(sizes))  # noqa: S307 - plan expressions
 
 
 def _argument_names(names: list[str]) -> list[str]:
