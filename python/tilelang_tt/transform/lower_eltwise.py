@@ -410,16 +410,11 @@ class _Eval:
 def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
     """The DST-resident accumulator is packed (after an optional epilogue of unary and scalar ops) into ``d_name``.
 
-    The accumulator's tiles occupy DST[0..n): the epilogue runs in place on each, so it may read the accumulator
-    once and no other tile (another leaf, a filled constant or a second read would need a DST slot it holds)."""
+    The accumulator's tiles occupy DST[0..n): the epilogue runs in place on each, reading the accumulator once
+    and no other tile."""
     n = lw.cbs[lw.dst_frag]["block_tiles"]
-    leaves = buffer_loads(expr)
-    if leaves != [lw.dst_frag]:
-        raise TTUnsupportedError(
-            f"the epilogue `{expr}` reads {', '.join(leaves)}: while {lw.dst_frag} is held in DST, an epilogue may "
-            f"read it once and apply unary and scalar operations only", construct=note, source=lw.src,
-            fix=f"copy {lw.dst_frag} to a fragment first (T.copy({lw.dst_frag}, C_frag)) and combine it with the "
-                f"other operands in a separate T.Parallel")
+    # TensorizeTT keeps an accumulator in DST only when its copy-out reads it alone (tensorize._unary_of); an
+    # epilogue needing a filled constant tile is refused by _Eval, which has no free slot to fill it in
     chain = not isinstance(strip_cast(expr), tirx.BufferLoad)
 
     def epilogue(i):
