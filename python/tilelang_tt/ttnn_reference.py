@@ -22,7 +22,6 @@ same program with every tensor in DRAM for any shape (the benchmark's DRAM rows'
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from tvm import tirx
