@@ -279,6 +279,8 @@ class PerfProfile:
     noc_round_trip_cycles: float  # a read barrier (request to last response), a write barrier (to last ack)
     mcast_handshake_cycles: float  # per multicast transfer: receiver-ready semaphore to the sender, VALID flag back
     launch_seconds: float         # per launch: dispatch of a traced program and kernel start/stop on the cores
+    host_link_bytes_per_s: float  # one card's host link, per direction (a mesh's host transfers, mesh_model.py)
+    chips_per_host_link: int      # chips behind one link (an n300 card holds two Wormhole chips)
     pack_bytes_per_cycle: float = 64.0     # 4 packers x 16 B/cycle [S] S4
     # A pack with L1 accumulation is a near-memory read-modify-write: one 128-bit non-atomic accumulate per packer every
     # 2 cycles instead of one write per cycle (atomic: 5) [S] tt-isa-documentation WormholeB0/TensixTile/L1.md
@@ -327,6 +329,7 @@ PERF: dict[str, PerfProfile] = {
         unpack_bytes_per_cycle_by_format=(("Float16_b", 46.0), ("Bfp8_b", 46.7)),
         fpu_efficiency_by_fidelity=_fidelities(0.746, 0.764, 0.808),
         noc_round_trip_cycles=270, mcast_handshake_cycles=220, launch_seconds=_LAUNCH_SECONDS,
+        host_link_bytes_per_s=31.5e9, chips_per_host_link=2,
         sources=(
             "clock 1 GHz: [S] S7 (PERF_ANCHORS sec. 1)",
             "DRAM 288 GB/s peak [S] S4,S7; 265 GB/s bank-adjacent readers [P] S4,S9; ~195 GB/s arbitrary core-bank "
@@ -339,6 +342,8 @@ PERF: dict[str, PerfProfile] = {
             "columns (a DRAM bank from a worker) [S] S15",
             "multicast handshake 220 cycles: 2 x tt-npe get_write_latency over a 7-hop row span (40 + 10 x 7) [S] S15",
             f"launch {_LAUNCH_SECONDS * 1e6:.1f} us: {_FIT_WH} (the 512^3 and 1024^3 rows)",
+            "host link 31.5 GB/s per direction: PCIe 4.0 x16 (n150/n300), 16 GT/s x 16 lanes x 128/130 [D] PERF_ANCHORS "
+            "sec. 1 'Host link'; two chips per link (an n300 card; a T3000 is four n300)",
         ),
     ),
     "blackhole": PerfProfile(
@@ -347,6 +352,7 @@ PERF: dict[str, PerfProfile] = {
         unpack_bytes_per_cycle_by_format=(("Float16_b", 76.6), ("Bfp8_b", 69.7)),
         fpu_efficiency_by_fidelity=_fidelities(0.892, 0.872, 0.895),
         noc_round_trip_cycles=329, mcast_handshake_cycles=300, launch_seconds=_LAUNCH_SECONDS,
+        host_link_bytes_per_s=63.0e9, chips_per_host_link=1,
         sources=(
             "clock 1.35 GHz: [S] S8 (PERF_ANCHORS sec. 1)",
             "DRAM 512 GB/s peak [S] S8,S10; 500 GB/s bank-adjacent [P] S10; 344 GB/s arbitrary reader cores [P] S10",
@@ -357,6 +363,8 @@ PERF: dict[str, PerfProfile] = {
             "multicast handshake 300 cycles: 2 x tt-npe get_write_latency over a 10-hop row span (40 + 11 x 10) "
             "[S] S15",
             f"launch {_LAUNCH_SECONDS * 1e6:.1f} us: shared with wormhole_b0 ({_FIT_WH})",
+            "host link 63.0 GB/s per direction: PCIe 5.0 x16 (p100/p150), 32 GT/s x 16 lanes x 128/130 [D] "
+            "PERF_ANCHORS sec. 1 'Host link'; one chip per card",
         ),
     ),
 }

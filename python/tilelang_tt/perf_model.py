@@ -9,12 +9,8 @@ for each published point and prints the error). Inputs:
   DRAM and NoC bytes, and for each data-movement kernel the bytes it moves and the waits it makes (read and write
   barriers, multicast handshakes). They come from one of two places:
 
-  - **static** (compile time, no emulator): ``program_work`` walks the TT program (``ttir`` nodes: ``For``,
-    ``Let``, ``Call``) kernel by kernel, multiplying each call by the trip counts of the loops around it, with
-    each core's runtime args from the plan's mapping. An artifact on disk holds its program as
-    ``tt.program.json`` (``ttir_json``: the same nodes as data, expressions as trees evaluated per core). Loops
-    are multiplied, not iterated, unless a trip count depends on an enclosing loop variable. Blocks are counted
-    whole (edge tiles of tensors that the block does not divide are counted as full pages);
+  - **static** (compile time, no emulator): ``work_counts.program_work`` walks the TT program kernel by kernel
+    with each core's runtime args from the plan's mapping;
   - **counters** (after a run): the emulator's per-core counters (``dram_read_bytes``, ``noc_*_bytes``,
     ``matmul_tiles``, ``tile_ops``, ``packs``), including protocol-only runs. The counters do not say which tile
     ops were SFPU ops, how many bytes each unpacked nor which kernel waited where, so the static breakdown is
@@ -42,63 +38,22 @@ Cost per core, in cycles (rates from ``device.PERF``, each with its source):
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ttir, ttir_json
-from .device import (FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf,
-                     matmul_block_unpack_tiles)
+from . import mesh_model
+from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf
 from .intrinsics import CALLS
+from .work_counts import CoreWork, StaticCountError, program_work, static_work
+
+__all__ = ["CoreWork", "StaticCountError", "program_work", "static_work", "evaluate", "model_for_artifact",
+           "model_for_run", "model_of", "protocol_report", "summary"]
 
 LABEL = "performance model (modeled, not measured)"
 TILE_MATMUL_FLOPS = 2 * TILE ** 3
 ROLES = ("reader", "writer")
-
-
-@dataclass
-class CoreWork:
-    """What one core does in one kernel launch."""
-
-    core: tuple[int, int]
-    ops: Counter = field(default_factory=Counter)   # compute tile ops by call name (matmul_tiles, exp_tile, ...)
-    unpack_bytes: int = 0
-    matmul_unpack_bytes: int = 0                    # the part of unpack_bytes that feeds matmul_tiles / matmul_block
-    unpack_formats: Counter = field(default_factory=Counter)   # unpack_bytes by the data format of the CB read
-    pack_bytes: int = 0
-    pack_l1_acc_bytes: int = 0                      # the part of pack_bytes packed with L1 accumulation
-    dram_read_bytes: int = 0
-    dram_write_bytes: int = 0
-    noc_in_bytes: int = 0
-    noc_out_bytes: int = 0
-    feed_bytes: Counter = field(default_factory=Counter)   # role -> bytes read or multicast by that kernel
-    out_bytes: Counter = field(default_factory=Counter)    # role -> bytes written by that kernel
-    waits: Counter = field(default_factory=Counter)        # "role:read" | "role:write" | "role:mcast" -> count
-
-    @property
-    def matmul_tiles(self) -> int:
-        return self.ops.get("matmul_tiles", 0)
-
-    @property
-    def packs(self) -> int:
-        return self.ops.get("pack_tile", 0)
-
-    def copy(self, core=None) -> "CoreWork":
-        return dataclasses.replace(self, core=self.core if core is None else core, ops=Counter(self.ops),
-                                   unpack_formats=Counter(self.unpack_formats), feed_bytes=Counter(self.feed_bytes),
-                                   out_bytes=Counter(self.out_bytes), waits=Counter(self.waits))
-
-    def signature(self) -> tuple:
-        """Everything but the core: cores alike in it cost alike."""
-        return (tuple(sorted(self.ops.items())), self.unpack_bytes, self.pack_bytes, self.pack_l1_acc_bytes,
-                self.dram_read_bytes, self.dram_write_bytes, self.noc_in_bytes, self.noc_out_bytes,
-                tuple(sorted(self.unpack_formats.items())), tuple(sorted(self.feed_bytes.items())),
-                tuple(sorted(self.out_bytes.items())),
-                tuple(sorted(self.waits.items())))
 
 
 # ---- cost ---------------------------------------------------------------------------------------------------
@@ -250,212 +205,6 @@ def summary(model: dict) -> str:
             f"counts: {model['counts_from']})")
 
 
-# ---- the program's structure: ttir nodes, from a Program or from tt.program.json -----------------------------
-class StaticCountError(Exception):
-    """The program holds something the static walk cannot count (e.g. a symbolic trip count)."""
-
-
-def _text(value) -> str:
-    """An argument or bound as C++ text, for messages."""
-    if isinstance(value, (bool, int)):
-        return str(int(value))
-    from .cexpr import cexpr
-
-    return cexpr(value)
-
-
-def _eval(value, env: dict) -> int:
-    try:
-        return ttir_json.evaluate(value, env)
-    except LookupError as e:
-        raise StaticCountError(f"{e.args[0]} is not known before the run (in `{_text(value)}`)") from None
-    except ttir_json.ProgramFormatError as e:
-        raise StaticCountError(str(e)) from None
-
-
-_names = ttir_json.names
-
-
-def _extent_names(body: list, lets: dict) -> set[str]:
-    """Names the trip counts inside ``body`` depend on (through lets, transitively)."""
-    names: set[str] = set()
-    for n in body:
-        if isinstance(n, ttir.For):
-            names |= _names(n.min) | _names(n.extent)
-            names |= _extent_names(n.body, lets)
-        elif isinstance(n, ttir.Let):
-            lets[n.var.name] = n.value
-    changed = True
-    while changed:
-        changed = False
-        for name in list(names):
-            if name in lets and not _names(lets[name]) <= names:
-                names |= _names(lets[name])
-                changed = True
-    return names
-
-
-_TRANSFERS = ("read_tiles", "read_tiles_window", "read_tiles_mcast", "write_tiles", "write_tiles_window")
-
-
-def _name(arg) -> str:
-    """A CB, tensor or multicast-group argument's name."""
-    if isinstance(arg, (ttir.CB, ttir.Tensor)):
-        return arg.name
-    return arg.text if isinstance(arg, ttir.Lit) else str(arg)
-
-
-class _Counter:
-    """Walks one core's kernels, adding what each call does, times the trip counts around it, to a CoreWork."""
-
-    def __init__(self, cbs: list[dict], tensors: dict[str, dict], mcast_axis: dict[str, str]):
-        self.cb_pages = {cb["name"]: cb["page_size"] for cb in cbs}
-        self.cb_formats = {cb["name"]: cb.get("format", "") for cb in cbs}
-        self.tensors, self.mcast_axis = tensors, mcast_axis
-        self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
-        self.pending: set[str] = set()           # "role:read" / "role:write": transfers issued, no barrier since
-
-    def count(self, body: list, env: dict, work: CoreWork, mult: int, role: str, lets: dict | None = None) -> None:
-        lets = dict(lets or {})
-        for n in body:
-            if isinstance(n, ttir.For):
-                lo, hi = _eval(n.min, env), _eval(n.min, env) + _eval(n.extent, env)
-                if hi <= lo:
-                    continue
-                if n.var.name in _extent_names(n.body, dict(lets)):
-                    for v in range(lo, hi):
-                        self.count(n.body, {**env, n.var.name: v}, work, mult, role, lets)
-                else:
-                    self.count(n.body, env, work, mult * (hi - lo), role, lets)
-            elif isinstance(n, ttir.Let):
-                lets[n.var.name] = n.value
-                try:
-                    env = {**env, n.var.name: _eval(n.value, env)}
-                except StaticCountError:
-                    pass    # depends on a loop variable that no trip count needs
-            elif isinstance(n, ttir.Call):
-                self.call(n.op, n.args, env, work, mult, role)
-            else:
-                raise StaticCountError(f"unknown program node {n!r}")
-
-    def call(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
-        if op in _TRANSFERS:
-            self.transfer(op, args, env, work, mult, role)
-        elif op in ("noc_async_read_barrier", "noc_async_write_barrier"):
-            kind = "read" if "read" in op else "write"
-            if f"{role}:{kind}" in self.pending:      # a barrier with nothing in flight returns at once
-                work.waits[f"{role}:{kind}"] += mult
-                self.pending.discard(f"{role}:{kind}")
-        else:
-            self.compute(op, args, env, work, mult)
-
-    def transfer(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
-        tensor = self.tensors[_name(args[1])]
-        nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
-        if op.endswith("_window"):     # only the window's elements move
-            nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
-        dram = tensor["placement"] == "DRAM"
-        if op == "read_tiles_mcast":   # only the group's sender (lattice column / row 0) reads
-            work.waits[f"{role}:mcast"] += mult    # sender and receivers alike wait for the handshake
-            self.pending.discard(f"{role}:read")
-            y, x = work.core
-            if (x if self.mcast_axis[_name(args[6])] == "row" else y) != 0:
-                return          # a receiver issues no transfer: the block lands in its L1
-            work.waits[f"{role}:read"] += mult     # the sender's read barrier before it multicasts
-            work.noc_in_bytes += nbytes            # it reads the block and writes it once into the NoC for the group
-            work.noc_out_bytes += nbytes
-            work.feed_bytes[role] += 2 * nbytes
-            work.dram_read_bytes += nbytes if dram else 0
-        elif op.startswith("read_tiles"):
-            work.noc_in_bytes += nbytes
-            work.feed_bytes[role] += nbytes
-            work.dram_read_bytes += nbytes if dram else 0
-            self.pending.add(f"{role}:read")
-        else:
-            work.noc_out_bytes += nbytes
-            work.out_bytes[role] += nbytes
-            work.dram_write_bytes += nbytes if dram else 0
-            self.pending.add(f"{role}:write")
-
-    def compute(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int) -> None:
-        spec = CALLS.get(op)
-        if op == "pack_reconfig_l1_acc":
-            self.l1_acc = _eval(args[0], env) != 0
-        elif op == "pack_tile":
-            nbytes = mult * self.cb_pages[_name(args[1])]
-            work.ops[op] += mult
-            work.pack_bytes += nbytes
-            work.pack_l1_acc_bytes += nbytes if self.l1_acc else 0
-        elif op == "matmul_block":    # rt x ct tile matmuls of one K tile
-            ct, rt = _eval(args[6], env), _eval(args[7], env)
-            a, b = (_name(x) for x in args[:2])
-            tiles_a, tiles_b = matmul_block_unpack_tiles(rt, ct)
-            work.ops["matmul_tiles"] += mult * rt * ct
-            self.unpacked(work, {a: tiles_a * mult, b: tiles_b * mult}, matmul=True)
-        elif spec is not None and spec.kind == "op":
-            work.ops[op] += mult
-            cbs = Counter(a.name for a in args if isinstance(a, ttir.CB))
-            self.unpacked(work, {cb: n * mult for cb, n in cbs.items()}, matmul=op == "matmul_tiles")
-
-    def unpacked(self, work: CoreWork, tiles: dict[str, int], matmul: bool) -> None:
-        """The unpackers read ``tiles[cb]`` tiles of each CB."""
-        for cb, n in tiles.items():
-            nbytes = n * self.cb_pages[cb]
-            work.unpack_bytes += nbytes
-            work.matmul_unpack_bytes += nbytes if matmul else 0
-            work.unpack_formats[self.cb_formats[cb]] += nbytes
-
-
-def _core_env(plan: dict, entry: dict) -> dict:
-    env = {k: v for k, v in entry.items() if k != "core" and isinstance(v, int)}
-    env.update({k: v for k, v in plan["schedule"].get("common_args", {}).items() if isinstance(v, int)})
-    return env
-
-
-def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
-    """Per-core work of a TT program ({role: body} of ``ttir`` nodes, or a ``ttir.Program``) under a plan
-    (its CB and tensor page sizes, multicast groups and per-core mapping)."""
-    if isinstance(kernels, ttir.Program):
-        kernels = {role: k.body for role, k in kernels.kernels.items()}
-    counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]},
-                       {g["name"]: g["axis"] for g in plan.get("multicast", {}).get("groups", [])})
-    names = set().union(*(_extent_names(body, {}) for body in kernels.values()))
-    cache: dict[tuple, CoreWork] = {}
-    works = []
-    for entry in plan["mapping"]:
-        env = _core_env(plan, entry)
-        key = tuple((k, v) for k, v in sorted(env.items()) if k in names)   # cores alike in every trip count
-        if counter.mcast_axis:   # and in their multicast roles
-            key += (("mcast_senders", entry["core"][0] == 0, entry["core"][1] == 0),)
-        if key not in cache:
-            w = CoreWork(core=tuple(entry["core"]))
-            counter.l1_acc = False
-            for role, body in kernels.items():
-                counter.pending.clear()
-                counter.count(body, env, w, 1, role)
-            cache[key] = w
-        works.append(cache[key].copy(core=tuple(entry["core"])))
-    return works
-
-
-def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
-    """Per-core work of the artifact, counted from its program (``tt.program.json``) and the plan's mapping."""
-    artifact_dir = Path(artifact_dir)
-    plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
-    path = artifact_dir / "tt.program.json"
-    if not path.is_file():
-        raise StaticCountError(f"{path} does not exist")
-    if plan["schedule"].get("dynamic") or not plan["mapping"]:
-        raise StaticCountError("the schedule is computed at launch (symbolic shapes)")
-    # every emulate() models its run from these counts: counted once per (program, plan), copied per caller
-    return [w.copy() for w in _static_work(path.read_text(), json.dumps(plan, sort_keys=True))]
-
-
-@functools.lru_cache(maxsize=16)
-def _static_work(program: str, plan_text: str) -> tuple[CoreWork, ...]:
-    return tuple(program_work(ttir_json.from_json(json.loads(program)), json.loads(plan_text)))
-
-
 # ---- per-core counts from the emulator's counters -----------------------------------------------------------
 def _scaled(counter: Counter, factor: float) -> Counter:
     return Counter({k: v * factor for k, v in counter.items()})
@@ -582,15 +331,16 @@ def modeled_work(artifact_dir: Path, plan: dict, report: dict | None = None) -> 
 def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
     """The compile-time model (static counts); never raises: an unmodelable kernel gets ``error``."""
     plan = plan or json.loads((Path(artifact_dir) / "tt.plan.json").read_text())
-    if "mesh" in plan:
-        return mesh_model_for_artifact(Path(artifact_dir), plan)
+    if "mesh" in plan:     # every chip runs the same per-chip program (static counts)
+        return mesh_model.for_artifact(plan, lambda one_chip: model_of(artifact_dir, one_chip))
     return model_of(artifact_dir, plan)
 
 
 def model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
     """The model of a run: DRAM/NoC bytes and tile-op counts from the emulator's per-core counters."""
     if "mesh" in plan and report.get("chips"):
-        return mesh_model_for_run(Path(artifact_dir), plan, report)
+        return mesh_model.for_run(plan, report, lambda one_chip, chip_report: model_of(artifact_dir, one_chip,
+                                                                                        chip_report))
     return model_of(artifact_dir, plan, report)
 
 
@@ -621,75 +371,3 @@ def protocol_report(artifact_dir: Path, plan: dict | None = None) -> dict:
             raise StaticCountError(f"{buf['name']} has a symbolic shape; run the kernel with real tensors")
         tensors[buf["param_index"]] = np.zeros(buf["shape"], dtype=dtypes.get(buf["format"], np.float32))
     return emulator.run(artifact_dir, plan, tensors, protocol_only=True, backend="sim").report
-
-
-# ---- a mesh of chips (plan "mesh", MeshSplitTT) -------------------------------------------------------------------
-# The host link of one card, per direction: PCIe 4.0 x16 (Wormhole n150/n300) and PCIe 5.0 x16 (Blackhole p100/p150)
-# (../shared/reference/PERF_ANCHORS.md section 1, "Host link") = 16 / 32 GT/s x 16 lanes x 128/130 [D]. An n300 card
-# holds two Wormhole chips behind one link (a T3000 is four n300); a Blackhole card holds one chip.
-HOST_LINK_BYTES_PER_S = {"wormhole_b0": 31.5e9, "blackhole": 63.0e9}
-CHIPS_PER_HOST_LINK = {"wormhole_b0": 2, "blackhole": 1}
-
-
-def mesh_host_bytes(plan: dict) -> list[tuple[int, int]]:
-    """(host -> chip, chip -> host) bytes of every chip (row-major over the mesh): a sharded tensor's shard, a
-    replicated input whole."""
-    chips = plan["mesh"]["chips"]
-    to_dev = to_host = 0
-    for b in plan["buffers"]:
-        d = b.get("distribution", {})
-        size = d["shard_bytes"] if d.get("kind") == "sharded" else b["bytes"]
-        if b["io"] in ("input", "inout"):
-            to_dev += size
-        if b["io"] in ("output", "inout"):
-            to_host += size
-    return [(to_dev, to_host)] * chips
-
-
-def mesh_model(chip_models: list[dict], plan: dict, host: list[tuple[int, int]] | None = None) -> dict:
-    """The model of a mesh launch from each chip's model: the kernel takes as long as the slowest chip (the chips run
-    concurrently and never wait for each other); host transfers run over the cards' links, the chips behind one
-    link sharing it, the links in parallel. ``seconds`` is the kernel time; ``end_to_end_seconds`` adds the
-    transfers (inputs before, outputs after)."""
-    arch = plan["device"]["arch"]
-    host = host or mesh_host_bytes(plan)
-    slowest = max(range(len(chip_models)), key=lambda k: chip_models[k]["seconds"])
-    per_link = CHIPS_PER_HOST_LINK.get(arch, 1)
-    bw = HOST_LINK_BYTES_PER_S.get(arch, HOST_LINK_BYTES_PER_S["wormhole_b0"])
-    links = range(0, len(host), per_link)
-    to_dev_s = max(sum(h[0] for h in host[i:i + per_link]) for i in links) / bw
-    to_host_s = max(sum(h[1] for h in host[i:i + per_link]) for i in links) / bw
-    cols = plan["mesh"]["shape"][1]
-    out = dict(chip_models[slowest])
-    seconds = out["seconds"]
-    matmuls = sum(m.get("matmul_tiles", 0) for m in chip_models)
-    out.update(
-        seconds=seconds, tflops=matmuls * TILE_MATMUL_FLOPS / seconds / 1e12 if matmuls and seconds > 0 else None,
-        matmul_tiles=matmuls, dram_bytes=sum(m["dram_bytes"] for m in chip_models),
-        mesh={"shape": plan["mesh"]["shape"], "slowest_chip": [slowest // cols, slowest % cols],
-              "kernel_seconds": seconds, "host_to_device_seconds": to_dev_s, "device_to_host_seconds": to_host_s,
-              "end_to_end_seconds": to_dev_s + seconds + to_host_s, "host_link_bytes_per_s": bw,
-              "chips_per_host_link": per_link,
-              "chips": [{"chip": [k // cols, k % cols], "seconds": m["seconds"], "host_to_device_bytes": h[0],
-                         "device_to_host_bytes": h[1]} for k, (m, h) in enumerate(zip(chip_models, host))]})
-    return out
-
-
-def mesh_model_for_artifact(artifact_dir: Path, plan: dict) -> dict:
-    """The compile-time model of a mesh kernel: every chip runs the same per-chip program (static counts)."""
-    chip = model_for_artifact(artifact_dir, {k: v for k, v in plan.items() if k != "mesh"})
-    if "error" in chip:
-        return chip
-    return mesh_model([chip] * plan["mesh"]["chips"], plan)
-
-
-def mesh_model_for_run(artifact_dir: Path, plan: dict, report: dict) -> dict:
-    """The model of a mesh run: each chip's model from its own cores' counters (tt-sim's report lists every core
-    with its chip), the host bytes each chip received and sent."""
-    one_chip = {k: v for k, v in plan.items() if k != "mesh"}
-    models, host = [], []
-    for chip in report["chips"]:
-        cores = [c for c in report["cores"] if c.get("chip") == chip["chip"]]
-        models.append(model_for_run(artifact_dir, one_chip, {**report, "cores": cores, "chips": None}))
-        host.append((chip["host_to_device_bytes"], chip["device_to_host_bytes"]))
-    return mesh_model(models, plan, host)

@@ -180,14 +180,14 @@ def test_2x4_host_program_passes_the_real_header_check(tmp_path):
 
 
 def test_mesh_model_is_the_slowest_chip_plus_the_host_links():
-    from tilelang_tt import perf_model
+    from tilelang_tt import mesh_model
 
     plan = {"device": {"arch": "wormhole_b0"}, "mesh": {"shape": [1, 4], "chips": 4}, "buffers": [
         {"io": "input", "bytes": 4000, "distribution": {"kind": "sharded", "shard_bytes": 1000}},
         {"io": "input", "bytes": 500, "distribution": {"kind": "replicated"}},
         {"io": "output", "bytes": 800, "distribution": {"kind": "sharded", "shard_bytes": 200}}]}
     chips = [{"seconds": s, "matmul_tiles": 10, "dram_bytes": 1} for s in (1e-3, 3e-3, 2e-3, 1e-3)]
-    model = perf_model.mesh_model(chips, plan)
+    model = mesh_model.mesh_model(chips, plan)
     assert model["seconds"] == 3e-3 and model["mesh"]["slowest_chip"] == [0, 1]
     # two chips behind each n300 PCIe link (31.5 GB/s a direction): 2 x (1000 + 500) B in, 2 x 200 B out per link
     assert model["mesh"]["host_to_device_seconds"] == 3000 / 31.5e9
