@@ -18,7 +18,7 @@ import tvm_ffi
 from tvm import IRModule, tirx
 from tvm.target import Target
 
-from . import attrs, compute_config, plan as plan_mod, ttir_json
+from . import attrs, compute_config, coverage, plan as plan_mod, ttir_json
 from .artifact import comment_text, write_artifact
 from .device import FACE, TILE
 from .errors import TTLoweringError
@@ -190,6 +190,11 @@ def _plan(ctx: KernelContext, program) -> dict:
         "math_fidelity": ctx.math_fidelity,
         "precision": compute_config.precision(program, ctx.fp32_acc, ctx.opts),
     }
+    # an output the writer does not store whole keeps the caller's elements: the host uploads it first
+    partial = coverage.partially_written({role: k.body for role, k in program.kernels.items()}, plan)
+    for buf in plan["buffers"]:
+        if buf["name"] in partial:
+            buf["io"] = "inout"
     if attrs.SDPA in ctx.func.attrs:
         plan["sdpa"] = _plain(ctx.func.attrs[attrs.SDPA])
     if attrs.SUPER_BLOCK in ctx.func.attrs:

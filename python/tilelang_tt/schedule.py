@@ -125,6 +125,28 @@ def lattice_rect(grid_y: int, grid_x: int, device_rows: int, device_cols: int, m
     return None if best is None else best[1]
 
 
+def ragged_lattice(grid_y: int, grid_x: int, device_rows: int, device_cols: int, max_cores: int):
+    """``(H, W)``: ``H x W`` rectangles on a lattice of ``ceil(grid_y / H) x ceil(grid_x / W)`` cores whose last
+    row and column of rectangles may reach past the grid (TTNN's per-core blocks do the same: 43 tiles per core,
+    the last core's block partly outside the matrix). The caller pads the grid to ``(rows * H, cols * W)`` blocks,
+    which multicast needs (every core of a row / column walks the same number of blocks). Least blocks per core
+    (the critical path), then least padding, then the most square; exact lattices (no padding) are among them.
+    None if no lattice of two or more cores exists."""
+    best = None
+    for r in range(1, min(device_rows, grid_y) + 1):
+        h = -(-grid_y // r)
+        rows = -(-grid_y // h)
+        for c in range(1, min(device_cols, grid_x) + 1):
+            w = -(-grid_x // c)
+            cols = -(-grid_x // w)
+            if rows * cols > max_cores or rows * cols < 2:
+                continue
+            key = (h * w, rows * h * cols * w - grid_y * grid_x, abs(h - w))
+            if best is None or key < best[0]:
+                best = (key, (h, w))
+    return None if best is None else best[1]
+
+
 def order_to_coord(block_id: int, grid_y: int, grid_x: int, k: int | None) -> tuple[int, int]:
     """Map a block id to ``(by, bx)`` under ``row_major`` (k None) or ``block_linear(k)``."""
     if k is None:

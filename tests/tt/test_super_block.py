@@ -156,23 +156,81 @@ def test_l1_bounds_the_fusion_and_traffic_follows_the_factor():
 
 def test_automatic_multicast_follows_the_roofline():
     """Automatic multicast is taken when the roofline (PERF_ANCHORS sec. 8, device.PERF) models the lattice faster.
-    A 10x9 grid of 32x32 blocks: wormhole's 8x8 cores hold it as a 5x3 lattice of 2x3-block rectangles (6 blocks
-    per core where the contiguous split has 2), blackhole's 11x10 one block per core; both DRAM-bound without
-    reuse, so both multicast. A 5x13 grid of 128x128 blocks with K = 8192 on wormhole: the only lattice is 5x1
-    (13 blocks per core on 5 cores, 2 per core contiguous): 1.85 ms of HiFi2 tile-MACs against 1.39 ms of DRAM for
-    the contiguous split, so it stays contiguous."""
+    A 10x9 grid of 32x32 blocks: wormhole's 8x8 cores hold it as a 5x5 lattice of 2x2-block rectangles, the last
+    lattice column reaching one block past the grid (padded to 10x10: 4 blocks per core where the exact 5x3
+    lattice has 6 and the contiguous split 2), blackhole's 11x10 one block per core; both DRAM-bound without
+    reuse, so both multicast. A 1x65 grid of 128x128 blocks with K = 8192 on wormhole: the lattice is 1x8 with 9
+    blocks per core (72 padded) where the contiguous split gives 2 per core: 1.5 ms of HiFi2 tile-MACs against
+    1.4 ms of DRAM for the contiguous split, so it stays contiguous."""
     wh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=wormhole_b0")
     bh = tilelang.compile(K.design_gemm(320, 288, 64), target="tt -arch=blackhole")
-    assert wh.plan["super_block"] == {"factor": [2, 3], "k_steps": 2, "block": [32, 32], "grid": [10, 9],
-                                      "multicast": "automatic"}
-    assert wh.plan["multicast"]["lattice"] == [5, 3]
+    assert wh.plan["super_block"] == {"factor": [2, 2], "k_steps": 2, "block": [32, 32], "grid": [10, 9],
+                                      "padded_grid": [10, 10], "multicast": "automatic"}
+    assert wh.plan["multicast"]["lattice"] == [5, 5]
     assert bh.plan["super_block"]["factor"] == [1, 1] and bh.plan["multicast"]["lattice"] == [10, 9]
-    tall = tilelang.compile(K.tilelang_example_gemm(640, 1664, 8192, dtype="bfloat16", accum_dtype="float32"),
+    assert "padded_grid" not in bh.plan["super_block"]
+    wide = tilelang.compile(K.tilelang_example_gemm(128, 8320, 8192, dtype="bfloat16", accum_dtype="float32"),
                             target="tt -arch=wormhole_b0")
-    assert "multicast" not in tall.plan and "super_block" not in tall.plan and tall.plan["policy"] == "contiguous"
-    forced = tilelang.compile(K.tilelang_example_gemm(640, 1664, 8192, dtype="bfloat16", accum_dtype="float32"),
+    assert "multicast" not in wide.plan and "super_block" not in wide.plan and wide.plan["policy"] == "contiguous"
+    forced = tilelang.compile(K.tilelang_example_gemm(128, 8320, 8192, dtype="bfloat16", accum_dtype="float32"),
                               target="tt -arch=wormhole_b0 -multicast=true")
-    assert forced.plan["multicast"]["lattice"] == [5, 1] and forced.plan["super_block"]["multicast"] == "target"
+    assert forced.plan["multicast"]["lattice"] == [1, 8] and forced.plan["super_block"]["multicast"] == "target"
+    assert forced.plan["super_block"]["padded_grid"] == [1, 72]
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_ragged_lattice_runs_every_block_once(arch):
+    """A 5x7 grid of 32x32 blocks on 4 cores: 5x2-block rectangles on a 1x4 lattice, the grid padded to 5x8 (the
+    last core's rectangle reaches one block column past C). The padded blocks read zeros and store nothing: C's
+    elements equal torch's exactly (small integers: every product and sum is exact in bf16 and fp32), and the DRAM
+    counters are the lattice's: A read once per fused block column of a core, B once, C written once."""
+    M, N, K_ = 160, 224, 64
+    kernel = tilelang.compile(K.design_gemm(M, N, K_), target={"kind": "tt", "arch": arch, "max_cores": 4,
+                                                                 "multicast": True})
+    sb = kernel.plan["super_block"]
+    assert sb["grid"] == [5, 7] and sb["padded_grid"] == [5, 8] and kernel.plan["multicast"]["lattice"] == [1, 4]
+    torch.manual_seed(3)
+    a = torch.randint(-3, 4, (M, K_)).to(torch.bfloat16)
+    b = torch.randint(-3, 4, (K_, N)).to(torch.bfloat16)
+    c = torch.full((M, N), 1000.0, dtype=torch.bfloat16)
+    kernel(a, b, c)
+    assert torch.equal(c.float(), a.float() @ b.float())
+    h, w = sb["factor"]
+    total = kernel.report["total"]
+    # A's row panel is multicast along the lattice row once per fused block column of a core (2 // w); B's column
+    # panels once per fused block row (5 // h); the padded column past N reads nothing
+    assert total["dram_read_bytes"] == M * K_ * 2 * (2 // w) + K_ * N * 2 * (5 // h)
+    assert total["dram_write_bytes"] == M * N * 2
+
+
+def test_ragged_lattice_is_not_taken_when_padded_blocks_would_store():
+    """A grid that covers only part of C (6x7 blocks of a 192x256 C) on 4 cores: the ragged 2x2 lattice of 3x4-block
+    rectangles would pad the grid to 6x8, and the padded blocks would land inside C, so the exact 3x1 lattice of
+    2x7-block rectangles runs instead and C's last block column keeps its values."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def part(A: T.Tensor((192, 64), "bfloat16"), B: T.Tensor((64, 256), "bfloat16"),
+             C: T.Tensor((192, 256), "bfloat16")):
+        with T.Kernel(7, 6, threads=128) as (bx, by):
+            A_blk = T.alloc_shared((32, 32), "bfloat16")
+            B_blk = T.alloc_shared((32, 32), "bfloat16")
+            C_acc = T.alloc_fragment((32, 32), "bfloat16")
+            T.clear(C_acc)
+            for kk in T.serial(2):
+                T.copy(A[by * 32, kk * 32], A_blk)
+                T.copy(B[kk * 32, bx * 32], B_blk)
+                T.gemm(A_blk, B_blk, C_acc)
+            T.copy(C_acc, C[by * 32, bx * 32])
+
+    kernel = tilelang.compile(part, target={"kind": "tt", "max_cores": 4, "multicast": True})
+    assert "padded_grid" not in kernel.plan["super_block"] and kernel.plan["multicast"]["lattice"] == [3, 1]
+    a = torch.randint(-3, 4, (192, 64)).to(torch.bfloat16)
+    b = torch.randint(-3, 4, (64, 256)).to(torch.bfloat16)
+    c = torch.full((192, 256), 1000.0, dtype=torch.bfloat16)
+    kernel(a, b, c)
+    assert torch.equal(c[:, :224].float(), a.float() @ b[:, :224].float())
+    assert (c[:, 224:] == 1000).all()
 
 
 def _annotated_gemm(**schedule):

@@ -68,7 +68,7 @@ from tvm import tirx
 from .. import attrs, compute_config
 from ..errors import TTError
 from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf, matmul_block_unpack_tiles
-from ..schedule import lattice_rect, make_schedule_spec
+from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
 from ..target import TTOptions
 from .tensorize import _subblock
 from .common import TileOps, decode_region, is_call_to, is_global, prim_func_pass, static_shape, tile_op_call
@@ -228,6 +228,52 @@ class _Gemm:
 
     def _stride_is(self, expr, var, step) -> bool:
         return self.analyzer.can_prove(_subst(expr, {var: var + 1}) - expr == step)
+
+
+def _padding_writes_nothing(g: _Gemm, grid, padded) -> bool:
+    """Blocks past the user's grid (``by >= gy`` or ``bx >= gx``, up to the padded grid) write no tensor element:
+    every tensor store of the epilogue provably lands past the tensor's extent along some axis (readers zero-fill
+    what lies outside a tensor and writers drop it, so such a block computes on zeros and stores nothing). Offsets
+    read from tensors (indirect stores) are not padded."""
+    (gy, gx), (GY, GX) = grid, padded
+    writes, indirect, ranges = [], [], []
+
+    def visit(node):
+        if isinstance(node, tirx.BufferStore) and is_global(node.buffer):
+            writes.append((node.buffer, list(node.indices)))
+        elif isinstance(node, tirx.For):
+            ranges.append((node.loop_var, node.min, node.extent))
+        if isinstance(node, (tirx.BufferLoad, tirx.BufferStore)):
+            for index in node.indices:
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: indirect.append(n) if (
+                    isinstance(n, tirx.BufferLoad) and is_global(n.buffer)) else None)
+
+    for st in g.epilogue:
+        tirx.stmt_functor.post_order_visit(st, visit)
+        cp = tile_op_call(st)
+        if cp is not None and cp.op.same_as(TileOps.copy):
+            dst = decode_region(cp.args[1])
+            if is_global(dst.buffer):
+                writes.append((dst.buffer, list(dst.mins)))
+    if indirect:
+        return False
+    for var, extra, other, other_extent in ((g.by, GY - gy, g.bx, GX), (g.bx, GX - gx, g.by, GY)):
+        if extra == 0:
+            continue
+        analyzer = tvm.arith.Analyzer()
+        past = tirx.Var(f"{var.name}_past", "int32")
+        analyzer.bind(past, tvm.ir.Range(0, extra))
+        analyzer.bind(other, tvm.ir.Range(0, other_extent))
+        for loop_var, lo, ext in ranges:
+            if isinstance(lo, tirx.IntImm) and isinstance(ext, tirx.IntImm):
+                analyzer.bind(loop_var, tvm.ir.Range.from_min_extent(lo, ext))
+        first = gy if var.same_as(g.by) else gx
+        for buf, indices in writes:
+            shape = list(buf.shape)
+            if not any(isinstance(n, tirx.IntImm) and analyzer.can_prove(
+                    _subst(idx, {var: past + first}) >= int(n)) for idx, n in zip(indices, shape)):
+                return False
+    return True
 
 
 class _NoMatch(Exception):
@@ -439,7 +485,12 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
         return func
     dev = options.device
     usable = min(options.core_limit(), dev.grid_x * dev.grid_y)
-    lattice = lattice_rect(gy, gx, dev.grid_y, dev.grid_x, usable)
+    lattice = ragged_lattice(gy, gx, dev.grid_y, dev.grid_x, usable)
+    if lattice is not None:     # the grid padded to whole rectangles: their blocks past the grid store nothing
+        padded = (-(-gy // lattice[0]) * lattice[0], -(-gx // lattice[1]) * lattice[1])
+        if padded != (gy, gx) and not _padding_writes_nothing(gemm, (gy, gx), padded):
+            lattice = lattice_rect(gy, gx, dev.grid_y, dev.grid_x, usable)
+            padded = (gy, gx)
     if spec.multicast is None:
         # automatic: only a kernel that chose nothing; decided by the roofline once the fusion is known
         if (spec.policy, spec.order, spec.rect, spec.stride) != ("contiguous", "row_major", None, None) or \
@@ -450,21 +501,28 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
     if not spec.multicast or spec.rect is not None or lattice is None:
         return func
     H, W = lattice
-    spec_dict = spec.as_dict()
+    GY, GX = padded
+
+    def schedule(h, w):     # a padded grid pins its lattice: the rectangles the padding was made for
+        return spec.as_dict() if padded == (gy, gx) else {**spec.as_dict(), "rect": [0, 0, H // h, W // w]}
+
     chosen = None
-    for h, w, f in _candidates(func, gemm, options, (gy, gx), (H, W)):
-        fused_root = _with_schedule(_fuse(root, gemm, h, w, f), spec_dict)
-        fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": gy // h, "blockIdx.x": gx // w})
+    for h, w, f in _candidates(func, gemm, options, padded, (H, W)):
+        fused_root = _with_schedule(_fuse(root, gemm, h, w, f), schedule(h, w))
+        fused = _rebuild(func, loops, pre, realize, fused_root, {"blockIdx.y": GY // h, "blockIdx.x": GX // w})
         if _fits(fused, lower):
             chosen = (fused, h, w, f)
             break
     if chosen is None:
-        chosen = (_rebuild(func, loops, pre, realize, _with_schedule(root, spec_dict)), 1, 1, 1)
+        chosen = (_rebuild(func, loops, pre, realize, _with_schedule(root, schedule(1, 1)),
+                           {"blockIdx.y": GY, "blockIdx.x": GX}), 1, 1, 1)
     out, h, w, f = chosen
-    if source == "automatic" and not _lattice_pays(func, gemm, options, (gy, gx), (H, W), (h, w), usable):
+    if source == "automatic" and not _lattice_pays(func, gemm, options, (gy, gx), padded, (H, W), (h, w), usable):
         return func
-    return attrs.put(out, {attrs.SUPER_BLOCK: {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn],
-                                               "grid": [gy, gx], "multicast": source}})
+    record = {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn], "grid": [gy, gx], "multicast": source}
+    if padded != (gy, gx):
+        record["padded_grid"] = [GY, GX]
+    return attrs.put(out, {attrs.SUPER_BLOCK: record})
 
 
 def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:
@@ -501,9 +559,11 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
     return max(core, dram / perf.dram_bw_interleaved)
 
 
-def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, rect, factor, usable: int) -> bool:
+def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, padded, rect, factor, usable: int) -> bool:
     """The roofline (PERF_ANCHORS section 8) of the lattice with ``factor`` fused against the contiguous split: the
-    busiest core's FPU or unpacker time (a fused block feeds larger DST subblocks) against the DRAM time."""
+    busiest core's FPU or unpacker time (a fused block feeds larger DST subblocks) against the DRAM time. Blocks of the
+    ``padded`` grid past the user's read nothing (readers zero-fill past a tensor's edge) but take their core's
+    time: ``H x W`` blocks per core either way."""
     (gy, gx), (H, W), (h, w) = grid, rect, factor
     perf = get_perf(options.arch)
     fidelity = str(func.attrs[attrs.OPTIONS]["math_fidelity"] if attrs.OPTIONS in func.attrs
