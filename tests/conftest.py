@@ -44,7 +44,39 @@ def artifact_root(tmp_path, monkeypatch):
     return root
 
 
+# Under pytest-xdist (./test.sh runs a worker per core) each worker hands the artifacts it wrote to the controller
+# through files in one directory; the controller checks them all once, after every worker finished.
+_HANDOFF: list[str] = []
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        import tempfile
+
+        _HANDOFF.append(tempfile.mkdtemp(prefix="tilelang-tt-written-"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["tt_written_dir"] = _HANDOFF[0]
+
+
+def _handed_off() -> set[Path]:
+    import shutil
+
+    folder = Path(_HANDOFF[0])
+    found = {Path(line) for f in folder.glob("*.txt") for line in f.read_text().splitlines() if line}
+    shutil.rmtree(folder, ignore_errors=True)
+    return found
+
+
 def pytest_sessionfinish(session, exitstatus):
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is not None:
+        folder = Path(workerinput["tt_written_dir"])
+        (folder / f"{workerinput['workerid']}.txt").write_text("".join(f"{d}\n" for d in sorted(_WRITTEN)))
+        return
+    _WRITTEN.update(_handed_off())
     if os.environ.get("TILELANG_TT_REAL_CHECK", "1") == "0" or not _WRITTEN:
         return
     from concurrent.futures import ThreadPoolExecutor
