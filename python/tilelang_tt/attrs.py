@@ -15,6 +15,7 @@ MESH = "tt.mesh"                      # MeshSplitTT: mesh shape, split axis, eac
 HOST_UNPACK = "tt.host_unpack"        # UnpackWeightsTT: packed weight tensors the host unpacks (table per position)
 SDPA = "tt.sdpa"                      # SDPAFusionTT: the attention structure and its work split
 SUPER_BLOCK = "tt.super_block"        # SuperBlockTT: user blocks fused per core, how multicast was chosen
+ROW_STREAM = "tt.row_stream"          # RowStreamTT: a row block wider than L1 swept in column chunks
 GRID = "tt.grid"                      # GridToPersistentTT: [grid_y, grid_x]
 SCHEDULE = "tt.schedule"              # GridToPersistentTT: policy/order/... and per-core mapping
 RUNTIME_ARGS = "tt.runtime_args"      # GridToPersistentTT: names of the per-core schedule args

@@ -199,6 +199,8 @@ def _plan(ctx: KernelContext, program) -> dict:
         plan["sdpa"] = _plain(ctx.func.attrs[attrs.SDPA])
     if attrs.SUPER_BLOCK in ctx.func.attrs:
         plan["super_block"] = _plain(ctx.func.attrs[attrs.SUPER_BLOCK])
+    if attrs.ROW_STREAM in ctx.func.attrs:
+        plan["row_stream"] = _plain(ctx.func.attrs[attrs.ROW_STREAM])
     if program.multicast:
         plan["multicast"] = program.multicast
     if attrs.MESH in ctx.func.attrs:     # MeshSplitTT: the host's buffers are global, each sharded or replicated

@@ -2,7 +2,7 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
@@ -21,6 +21,8 @@ SuperBlockTT runs after SDPAFusionTT and before GridToPersistentTT: it chooses m
 schedule and fuses each core's rectangle of GEMM blocks into one per-core block, which changes the grid
 GridToPersistentTT splits and every block shape after it.
 
+RowStreamTT runs after them: a row block (softmax, norms) whose tile buffers do not fit L1 is swept in column
+chunks, one sweep per reduction (it too lowers candidates, and only when the kernel as written does not fit).
 StreamBandsTT runs last, once TensorizeTT has placed every accumulator (DST or a CB): it checks the CBs fit L1 and,
 where they do not, streams a matmul's A block in row bands.
 
@@ -57,6 +59,7 @@ from .transform.inline_index_lets import inline_index_lets
 from .transform.memory_space_lower import memory_space_lower
 from .transform.mesh_split import mesh_split
 from .transform.predicate_parallel import predicate_parallel
+from .transform.row_stream import row_stream
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
 from .transform.stream_bands import stream_bands
@@ -87,6 +90,7 @@ def passes(options: TTOptions):
         ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options, lambda g: lower_candidate(g, options))),
         ("SuperBlockTT", lambda f: super_block(f, options, lambda g: lower_candidate(g, options, program=True))),
+        ("RowStreamTT", lambda f: row_stream(f, dev.l1_usable_bytes, lambda g: lower_candidate(g, options))),
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
         ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x, dev.l1_usable_bytes)),
         ("TilePadTT", tile_pad),

@@ -5,6 +5,7 @@ from .grid_to_persistent import GridToPersistentTT
 from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
 from .predicate_parallel import PredicateParallelTT
+from .row_stream import RowStreamTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
 from .stream_bands import StreamBandsTT
@@ -14,5 +15,5 @@ from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
 __all__ = ["InlineIndexLetsTT", "PredicateParallelTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
-           "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
+           "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

@@ -309,3 +309,26 @@ def loop(name: str, extent: int, body_fn) -> list:
         return body_fn(tirx.IntImm("int32", 0))
     var = generated(name)
     return [For(var, tirx.IntImm("int32", 0), tirx.IntImm("int32", extent), body_fn(var))]
+
+
+def region_call(buf: tirx.Buffer, mins, extents, access: int) -> tirx.Call:
+    """A ``tl.region`` of ``buf`` (``access``: 1 read, 2 write, 3 read-write), as the frontend writes one."""
+    return tirx.Call("handle", TileOps.region, [tirx.BufferLoad(buf, list(mins)), tirx.IntImm("int32", access),
+                                                 *[tirx.IntImm("int32", int(e)) for e in extents]])
+
+
+def strip_attrs(stmt):
+    """(AttrStmt wrappers, inner statement list)."""
+    wrappers = []
+    while isinstance(stmt, tirx.AttrStmt):
+        wrappers.append(stmt)
+        stmt = stmt.body
+    return wrappers, (list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt])
+
+
+def rewrap(wrappers, stmts):
+    """``strip_attrs`` undone: ``stmts`` inside the same AttrStmt wrappers."""
+    body = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+    for w in reversed(wrappers):
+        body = tirx.AttrStmt(w.node, w.attr_key, w.value, body)
+    return body

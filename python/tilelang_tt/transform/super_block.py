@@ -71,7 +71,8 @@ from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf, matmul_block_unpack_t
 from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
 from ..target import TTOptions
 from .tensorize import _subblock
-from .common import TileOps, decode_region, is_call_to, is_global, prim_func_pass, static_shape, tile_op_call
+from .common import (TileOps, decode_region, is_call_to, is_global, prim_func_pass, region_call, rewrap,
+                     static_shape, strip_attrs, tile_op_call)
 
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y")
@@ -91,22 +92,6 @@ def _subst(expr, mapping: dict):
     return tirx.stmt_functor.substitute(expr, mapping)
 
 
-def _strip_attrs(stmt):
-    """(AttrStmt wrappers, inner statement list)."""
-    wrappers = []
-    while isinstance(stmt, tirx.AttrStmt):
-        wrappers.append(stmt)
-        stmt = stmt.body
-    return wrappers, (list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt])
-
-
-def _rewrap(wrappers, stmts):
-    body = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
-    for w in reversed(wrappers):
-        body = tirx.AttrStmt(w.node, w.attr_key, w.value, body)
-    return body
-
-
 class _Gemm:
     """The canonical GEMM of the root block, or a reason it is not one (``why``)."""
 
@@ -119,7 +104,7 @@ class _Gemm:
             self.why = str(e)
 
     def _match(self, block):
-        self.wrappers, stmts = _strip_attrs(block.body)
+        self.wrappers, stmts = strip_attrs(block.body)
         if len(stmts) < 3:
             raise _NoMatch("not clear; K loop; copy-out")
         fill = tile_op_call(stmts[0])
@@ -280,11 +265,6 @@ class _NoMatch(Exception):
     pass
 
 
-def _region(buf, mins, extents, access):
-    return tirx.Call("handle", TileOps.region, [tirx.BufferLoad(buf, list(mins)), tirx.IntImm("int32", access),
-                                                 *[tirx.IntImm("int32", int(e)) for e in extents]])
-
-
 def _with_args(call, args):
     return tirx.Call(call.dtype, call.op, args, call.annotations if hasattr(call, "annotations") else None)
 
@@ -315,7 +295,7 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
             extents[1 - axis] *= f
         elif r.buffer.name in new:
             extents = [int(x) for x in static_shape(buf)]
-        return _region(buf, mins, extents, r.access)
+        return region_call(buf, mins, extents, r.access)
 
     fused_k = {by: by * h, bx: bx * w, g.loop.loop_var: g.loop.loop_var * f}
     body_k = []
@@ -338,7 +318,7 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
     loop = tirx.For(g.loop.loop_var, g.loop.min, extent, g.loop.kind,
                     body_k[0] if len(body_k) == 1 else tirx.SeqStmt(body_k), None, annotations)
 
-    _, stmts = _strip_attrs(root.body)
+    _, stmts = strip_attrs(root.body)
     fill = tile_op_call(stmts[0])
     clear = tirx.Evaluate(_with_args(fill, [region_of(fill.args[0], {})] + list(fill.args[1:])))
 
@@ -350,15 +330,15 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
         # accumulator, in the accumulator's scope and of the user's shape.
         block_c = tirx.decl_buffer([g.bm, g.bn], g.c.dtype, f"{g.c.name}_block", scope=g.c.scope())
         new[block_c.name] = block_c
-        window = _region(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], 1)
+        window = region_call(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], 1)
         epilogue.append(tirx.Evaluate(tirx.Call("handle", TileOps.copy,
-                                                [window, _region(block_c, [0, 0], [g.bm, g.bn], 2)] + g.copy_options)))
+                                                [window, region_call(block_c, [0, 0], [g.bm, g.bn], 2)] + g.copy_options)))
         epilogue += [_swap_buffer(_subst(s, per_block), g.c, block_c) for s in g.epilogue]
     for s in (g.epilogue if h * w > 1 and not g.staged else []):
         c = tile_op_call(s)
         src = decode_region(c.args[0])
         if src.buffer.same_as(g.c):     # the user block's window of the fused accumulator
-            src_arg = _region(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], src.access)
+            src_arg = region_call(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], src.access)
         else:
             src_arg = c.args[0]
         dst_arg = region_of(c.args[1], per_block) if is_global(decode_region(c.args[1]).buffer) else c.args[1]
@@ -372,7 +352,7 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
                                  tail))
     allocs = [new.get(b.name, b) for b in root.alloc_buffers]
     allocs += [b for name, b in new.items() if name not in {a.name for a in root.alloc_buffers}]
-    body = _rewrap(g.wrappers, [clear, loop, tail])
+    body = rewrap(g.wrappers, [clear, loop, tail])
     return tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, allocs,
                        root.match_buffers, root.annotations)
 
