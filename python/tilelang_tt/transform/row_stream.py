@@ -124,7 +124,8 @@ class _Stream:
             src, dst = decode_region(call.args[0]), decode_region(call.args[1])
             kind, dim = str(call.args[2].value), int(call.args[3])
             if src.buffer.name not in self.wide or dst.buffer.name not in self.vectors or dim not in (1, -1) or \
-                    kind not in _IDENTITY:
+                    kind not in _IDENTITY or len(src.buffer.shape) != 2 or \
+                    not str(dst.buffer.dtype).startswith(("float", "bfloat")):
                 raise _NoMatch("a reduction that is not along the rows of a wide buffer into a vector")
             self._whole(src)
             return _Stmt(s, "reduce", [src.buffer.name] + ([] if bool(call.args[4]) else [dst.buffer.name]),
