@@ -97,3 +97,16 @@ def test_a_statistic_changed_before_its_use_is_replayed_is_not_streamed():
 
     with pytest.raises(TTResourceError, match="circular buffers need"):
         tilelang.compile(changed, target="tt")
+
+
+def test_tilelang_layernorm_example_at_its_own_width():
+    """TileLang's examples/norm/layernorm.py forward at its D = 8192 (bf16, one row per block): the one-row
+    buffers take whole tiles of L1 (6.8 MB of CBs), so the rows stream; checked as the example checks itself."""
+    n, d = 8, 8192
+    kernel = tilelang.compile(K.layernorm(n, d, blk_m=1), target="tt")
+    assert kernel.plan["row_stream"]["sweeps"] == 2
+    x, g, b = (torch.randn(*s, dtype=torch.bfloat16) for s in ((n, d), (d,), (d,)))
+    y = torch.empty(n, d, dtype=torch.bfloat16)
+    kernel(x, g, b, y, torch.empty(n), torch.empty(n))
+    ref = torch.nn.functional.layer_norm(x.float(), (d,), g.float(), b.float(), 1e-5)
+    torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)

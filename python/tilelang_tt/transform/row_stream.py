@@ -316,7 +316,9 @@ def row_stream(func: tirx.PrimFunc, l1_bytes: int, lower=None) -> tirx.PrimFunc:
         stream.sweeps()
     except _NoMatch:
         return func
-    wide_bytes = sum(stream.bm * stream.width * b.dtype.bits // 8 for b in stream.wide.values())
+    rows = -(-stream.bm // TILE) * TILE       # a CB holds whole tiles: a one-row block takes 32 rows of L1
+    wide_bytes = sum((rows if len(b.shape) == 2 else TILE) * stream.width * b.dtype.bits // 8
+                     for b in stream.wide.values())
     if 2 * wide_bytes <= l1_bytes:
         return func          # fits as written (each wide CB at most double-buffered); StreamBandsTT checks
     try:
