@@ -207,22 +207,7 @@ def test_ragged_lattice_is_not_taken_when_padded_blocks_would_store():
     """A grid that covers only part of C (6x7 blocks of a 192x256 C) on 4 cores: the ragged 2x2 lattice of 3x4-block
     rectangles would pad the grid to 6x8, and the padded blocks would land inside C, so the exact 3x1 lattice of
     2x7-block rectangles runs instead and C's last block column keeps its values."""
-    import tilelang.language as T
-
-    @T.prim_func
-    def part(A: T.Tensor((192, 64), "bfloat16"), B: T.Tensor((64, 256), "bfloat16"),
-             C: T.Tensor((192, 256), "bfloat16")):
-        with T.Kernel(7, 6, threads=128) as (bx, by):
-            A_blk = T.alloc_shared((32, 32), "bfloat16")
-            B_blk = T.alloc_shared((32, 32), "bfloat16")
-            C_acc = T.alloc_fragment((32, 32), "bfloat16")
-            T.clear(C_acc)
-            for kk in T.serial(2):
-                T.copy(A[by * 32, kk * 32], A_blk)
-                T.copy(B[kk * 32, bx * 32], B_blk)
-                T.gemm(A_blk, B_blk, C_acc)
-            T.copy(C_acc, C[by * 32, bx * 32])
-
+    part = _annotated_gemm(192, 256, grid=(7, 6))
     kernel = tilelang.compile(part, target={"kind": "tt", "max_cores": 4, "multicast": True})
     assert "padded_grid" not in kernel.plan["super_block"] and kernel.plan["multicast"]["lattice"] == [3, 1]
     a = torch.randint(-3, 4, (192, 64)).to(torch.bfloat16)
@@ -233,15 +218,17 @@ def test_ragged_lattice_is_not_taken_when_padded_blocks_would_store():
     assert (c[:, 224:] == 1000).all()
 
 
-def _annotated_gemm(**schedule):
+def _annotated_gemm(m: int = 512, n: int = 512, grid: tuple = (16, 16), **schedule):
+    """An m x n x 64 GEMM of 32x32 blocks over a (grid_x, grid_y) grid (it may cover part of C), annotated."""
     @T.prim_func
-    def gemm(A: T.Tensor((512, 64), "bfloat16"), B: T.Tensor((64, 512), "bfloat16"),
-             C: T.Tensor((512, 512), "bfloat16")):
-        with T.Kernel(16, 16, threads=128) as (bx, by):
+    def gemm(A: T.Tensor((m, 64), "bfloat16"), B: T.Tensor((64, n), "bfloat16"),
+             C: T.Tensor((m, n), "bfloat16")):
+        with T.Kernel(grid[0], grid[1], threads=128) as (bx, by):
             A_blk = T.alloc_shared((32, 32), "bfloat16")
             B_blk = T.alloc_shared((32, 32), "bfloat16")
             C_acc = T.alloc_fragment((32, 32), "bfloat16")
-            T.annotate_tt_schedule(**schedule)
+            if schedule:
+                T.annotate_tt_schedule(**schedule)
             T.clear(C_acc)
             for kk in T.serial(2):
                 T.copy(A[by * 32, kk * 32], A_blk)
