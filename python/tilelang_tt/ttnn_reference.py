@@ -171,7 +171,11 @@ def matmul_program(c: MatmulConfig) -> tuple[dict, dict]:
             "buffers": [{"name": "A", "page_size": page, "placement": "L1" if c.in0_l1 else "DRAM"},
                         {"name": "B", "page_size": page, "placement": "DRAM"},
                         {"name": "C", "page_size": page, "placement": "L1" if c.out_l1 else "DRAM"}],
-            "multicast": {"groups": [{"name": "mcast_in0", "axis": "row"}, {"name": "mcast_in1", "axis": "column"}]},
+            # TTNN's 2-D multicast: in0 sent along each core row by the core at x = 0, in1 down each column by y = 0
+            "multicast": {"groups": [
+                {"name": "mcast_in0", "axis": "row", "cores": [{"is_sender": x == 0} for y in range(gy) for x in range(gx)]},
+                {"name": "mcast_in1", "axis": "column",
+                 "cores": [{"is_sender": y == 0} for y in range(gy) for x in range(gx)]}]},
             "mapping": [{"core": [y, x]} for y in range(gy) for x in range(gx)], "schedule": {"common_args": {}}}
     return kernels, plan
 

@@ -122,10 +122,13 @@ def _name(arg) -> str:
 class _Counter:
     """Walks one core's kernels, adding what each call does, times the trip counts around it, to a CoreWork."""
 
-    def __init__(self, cbs: list[dict], tensors: dict[str, dict], mcast_axis: dict[str, str]):
+    def __init__(self, cbs: list[dict], tensors: dict[str, dict], groups: list[dict]):
         self.cb_pages = {cb["name"]: cb["page_size"] for cb in cbs}
         self.cb_formats = {cb["name"]: cb.get("format", "") for cb in cbs}
-        self.tensors, self.mcast_axis = tensors, mcast_axis
+        self.tensors = tensors
+        # per multicast group, each core's role in mapping order (TTMulticastReuse's routes in the plan)
+        self.senders = {g["name"]: [c["is_sender"] for c in g["cores"]] for g in groups}
+        self.index = 0                           # the mapping entry being counted
         self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
         self.pending: set[str] = set()           # "role:read" / "role:write": transfers issued, no barrier since
 
@@ -169,11 +172,10 @@ class _Counter:
         if op.endswith("_window"):     # only the window's elements move
             nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
         dram = tensor["placement"] == "DRAM"
-        if op == "read_tiles_mcast":   # only the group's sender (lattice column / row 0) reads
+        if op == "read_tiles_mcast":   # only the group's sender reads (the plan's route of this core)
             work.waits[f"{role}:mcast"] += mult    # sender and receivers alike wait for the handshake
             self.pending.discard(f"{role}:read")
-            y, x = work.core
-            if (x if self.mcast_axis[_name(args[6])] == "row" else y) != 0:
+            if not self.senders[_name(args[6])][self.index]:
                 return          # a receiver issues no transfer: the block lands in its L1
             work.waits[f"{role}:read"] += mult     # the sender's read barrier before it multicasts
             work.noc_in_bytes += nbytes            # it reads the block and writes it once into the NoC for the group
@@ -231,16 +233,18 @@ def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
     (its CB and tensor page sizes, multicast groups and per-core mapping)."""
     if isinstance(kernels, ttir.Program):
         kernels = {role: k.body for role, k in kernels.kernels.items()}
-    counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]},
-                       {g["name"]: g["axis"] for g in plan.get("multicast", {}).get("groups", [])})
+    groups = plan.get("multicast", {}).get("groups", [])
+    if any("cores" not in g for g in groups):
+        raise StaticCountError("the plan's multicast groups have no per-core routes (a plan of an older version)")
+    counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]}, groups)
     names = set().union(*(_extent_names(body, {}) for body in kernels.values()))
     cache: dict[tuple, CoreWork] = {}
     works = []
-    for entry in plan["mapping"]:
+    for index, entry in enumerate(plan["mapping"]):
         env = _core_env(plan, entry)
         key = tuple((k, v) for k, v in sorted(env.items()) if k in names)   # cores alike in every trip count
-        if counter.mcast_axis:   # and in their multicast roles
-            key += (("mcast_senders", entry["core"][0] == 0, entry["core"][1] == 0),)
+        key += tuple(roles[index] for roles in counter.senders.values())   # and in their multicast roles
+        counter.index = index
         if key not in cache:
             w = CoreWork(core=tuple(entry["core"]))
             counter.l1_acc = False

@@ -49,7 +49,9 @@ def plan(cores=((0, 0),), groups=(), cbs=(("a", TILE_BYTES, "Float16_b"), ("b", 
          placement="DRAM"):
     return {"cbs": [{"name": n, "page_size": p, "format": f} for n, p, f in cbs],
             "buffers": [{"name": n, "page_size": TILE_BYTES, "placement": placement} for n in ("A", "B", "C")],
-            "multicast": {"groups": [{"name": n, "axis": a} for n, a in groups]},
+            # each core's route as TTMulticastReuse writes it: the sender is the row's (column's) first core
+            "multicast": {"groups": [{"name": n, "axis": a, "cores": [
+                {"is_sender": (c[1] if a == "row" else c[0]) == 0} for c in cores]} for n, a in groups]},
             "mapping": [{"core": list(c)} for c in cores], "schedule": {"common_args": {}}}
 
 
