@@ -130,7 +130,7 @@ def ragged_lattice(grid_y: int, grid_x: int, device_rows: int, device_cols: int,
     row and column of rectangles may reach past the grid (TTNN's per-core blocks do the same: 43 tiles per core,
     the last core's block partly outside the matrix). The caller pads the grid to ``(rows * H, cols * W)`` blocks,
     which multicast needs (every core of a row / column walks the same number of blocks). Least blocks per core
-    (the critical path), then least padding, then the most square; exact lattices (no padding) are among them.
+    (the critical path), then least padding, then the most square, then the shortest; exact lattices (no padding) are among them.
     None if no lattice of two or more cores exists."""
     best = None
     for r in range(1, min(device_rows, grid_y) + 1):
@@ -141,7 +141,7 @@ def ragged_lattice(grid_y: int, grid_x: int, device_rows: int, device_cols: int,
             cols = -(-grid_x // w)
             if rows * cols > max_cores or rows * cols < 2:
                 continue
-            key = (h * w, rows * h * cols * w - grid_y * grid_x, abs(h - w))
+            key = (h * w, rows * h * cols * w - grid_y * grid_x, abs(h - w), h)    # ties: as lattice_rect
             if best is None or key < best[0]:
                 best = (key, (h, w))
     return None if best is None else best[1]
