@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .device import TILE, get_perf
-
-TILE_MATMUL_FLOPS = 2 * TILE ** 3
+from .device import TILE_MATMUL_FLOPS, get_perf
 
 
 def host_bytes(plan: dict) -> list[tuple[int, int]]:

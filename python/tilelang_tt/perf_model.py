@@ -44,7 +44,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import mesh_model
-from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE, get_perf
+from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE_MATMUL_FLOPS, get_perf
 from .intrinsics import CALLS
 from .work_counts import CoreWork, StaticCountError, program_work, static_work
 
@@ -52,7 +52,6 @@ __all__ = ["CoreWork", "StaticCountError", "program_work", "static_work", "evalu
            "model_for_run", "model_of", "protocol_report", "summary"]
 
 LABEL = "performance model (modeled, not measured)"
-TILE_MATMUL_FLOPS = 2 * TILE ** 3
 ROLES = ("reader", "writer")
 
 
