@@ -188,3 +188,33 @@ def test_errors_name_the_tilelang_statement(tmp_path, add_kernel):
     assert re.search(r"reader\.cpp:\d+: cb_push_back\(0, 1\) publishes pages .*\n  TileLang: T\.Parallel: "
                      r"C\[by \* 32 \+ i, bx \* 32 \+ j\] = A\[.*\] \+ B\[.*\] \(.*kernels\.py:\d+ \(kernel 'add'\)\)",
                      str(err.value)), str(err.value)
+
+
+@pytest.fixture(scope="module")
+def mesh_add_kernel():
+    return tilelang.compile(K.elementwise_add(128, 64, "bfloat16"),
+                            target={"kind": "tt", "max_cores": 2, "mesh": "1x2"})
+
+
+def test_mesh_errors_name_the_chip(tmp_path, mesh_add_kernel):
+    """On a mesh the chips run concurrently: a writer that waits for a page nobody pushes blocks on both chips at
+    once, and the deadlock report names both, each with its chip; an error inside a kernel names its chip."""
+    kernel = mesh_add_kernel
+    emulator.run(kernel.artifact_dir, kernel.plan, tensors_for(kernel))
+    broken = tmp_path / "deadlock"
+    shutil.copytree(kernel.artifact_dir, broken)
+    writer = broken / "kernels" / "writer.cpp"
+    writer.write_text(writer.read_text().replace("cb_wait_front(cb_C_out, 1);", "cb_wait_front(cb_C_out, 2);"))
+    with pytest.raises(TTSimError) as err:
+        emulator.run(broken, kernel.plan, tensors_for(kernel), timeout_s=120)
+    blocked = re.findall(r"chip \((\d), (\d)\) core \(x=\d+, y=\d+\) writer \(RISCV_0\) kernel \S*writer.cpp:\d+: "
+                         r"blocked in cb_wait_front\(cb=16, n=2\)", str(err.value))
+    assert {chip for chip in blocked} == {("0", "0"), ("0", "1")}, str(err.value)
+
+    broken = tmp_path / "pop"
+    shutil.copytree(kernel.artifact_dir, broken)
+    compute = broken / "kernels" / "compute.cpp"
+    compute.write_text(compute.read_text().replace("cb_pop_front(cb_A_tile, 1);", "cb_pop_front(cb_A_tile, 2);"))
+    with pytest.raises(TTSimError, match=r"chip \(0, 0\) core \(x=\d+, y=\d+\) compute kernel \S*compute.cpp:\d+: "
+                                         r"cb_pop_front\(0, 2\) pops more pages than were waited for \(1\)"):
+        emulator.run(broken, kernel.plan, tensors_for(kernel), timeout_s=120)

@@ -21,7 +21,7 @@ uint8_t* l1_ptr(Core& core, uint32_t addr, uint32_t size, uint32_t line) {
 namespace {
 
 Buffer& buffer_at(uint32_t base, bool dram, uint32_t line) {
-    const int device = sim().running;     // each chip of a mesh has its own buffers at the same addresses
+    const int device = cur().core->device;   // each chip of a mesh has its own buffers at the same addresses
     for (Buffer& b : sim().buffers) {
         if (b.base == base && b.dram == dram && (device < 0 || b.device == device)) return b;
     }

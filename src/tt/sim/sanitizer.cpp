@@ -28,7 +28,7 @@ const char* role_name(Role r) {
 }
 
 std::string where(const Task& t, uint32_t line) {
-    return chip_name(running_device()) + format("core (x=%u, y=%u) %s kernel %s:%u", t.core->x, t.core->y,
+    return chip_name(*sim().devices.at(static_cast<size_t>(t.core->device))) + format("core (x=%u, y=%u) %s kernel %s:%u", t.core->x, t.core->y,
                                                  role_name(t.role), t.kernel->spec.path.c_str(), line);
 }
 
@@ -63,9 +63,9 @@ std::string env_or(const char* name, const std::string& fallback) {
     return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
 
-std::string deadlock_report(const std::vector<std::unique_ptr<Task>>& tasks) {
+std::string deadlock_report(const std::vector<Task*>& tasks) {
     std::string out = "deadlock: every unfinished kernel is blocked\n";
-    for (const auto& t : tasks) {
+    for (const Task* t : tasks) {
         if (t->done) continue;
         out += "  " + where(*t, t->blocked_line) + ": blocked in " + t->blocked_on;
         out += tilelang_context(t->kernel->spec.path, t->blocked_line) + "\n";

@@ -3,8 +3,8 @@
 // Execution model
 // * A program places up to three kernels on each core: two data-movement kernels and one compute kernel.
 //   Each (core, kernel) pair is a cooperative task with its own stack (ucontext). One scheduler thread runs
-//   the tasks round-robin in a fixed order; a task runs until it blocks on a circular buffer (or finishes),
-//   so every run is deterministic and bit-identical.
+//   the tasks round-robin in a fixed order (the tasks of every chip of a mesh workload together); a task runs
+//   until it blocks on a circular buffer (or finishes), so every run is deterministic and bit-identical.
 // * Kernels are compiled at run time with the host C++ compiler into shared objects (one per kernel and
 //   compile-time configuration), cached on disk by content hash, and loaded with dlopen.
 // * DRAM is a set of banks; a buffer's pages are interleaved round-robin over them (page p in bank p % N at
@@ -47,6 +47,7 @@ Sim& sim() {
 
 Device& running_device() {
     Sim& s = sim();
+    if (s.current != nullptr) return *s.devices.at(static_cast<size_t>(s.current->core->device));
     if (s.running >= 0) return *s.devices.at(static_cast<size_t>(s.running));
     if (s.devices.empty()) die("no device is open (MeshDevice::create_unit_mesh / MeshDevice::create first)");
     return *s.devices.back();
@@ -67,12 +68,15 @@ Task& cur() {
 
 namespace host {
 
-void program_run(int device, int program) {
+namespace {
+
+// One program on one chip, made ready to run: its cores (L1 and CBs configured, semaphores set) and one task per
+// (kernel, core).
+std::vector<std::unique_ptr<Task>> prepare_run(int device, int program) {
     Device& dev = *sim().devices.at(static_cast<size_t>(device));
     Program& p = *sim().programs.at(static_cast<size_t>(program));
     load_kernels(p, dev);
     sim().running = device;
-    const auto t0 = std::chrono::steady_clock::now();
 
     // Cores used by any kernel, each with its L1 and CBs.
     std::map<std::pair<uint32_t, uint32_t>, Core*> cores;
@@ -87,6 +91,7 @@ void program_run(int device, int program) {
         auto core = std::make_unique<Core>();
         core->x = x;
         core->y = y;
+        core->device = device;
         core->l1.resize(dev.arch.l1_bytes);   // zero (ZeroedAllocator: pages are mapped as the run touches them)
         Core* raw = core.get();
         dev.run_cores.push_back(std::move(core));
@@ -143,16 +148,37 @@ void program_run(int device, int program) {
 
     for (const auto& core : dev.run_cores) init_semaphores(dev, p, *core);
 
+    sim().running = -1;
+    return tasks;
+}
+
+}  // namespace
+
+void program_run_all(const std::vector<std::pair<int, int>>& runs) {
+    // A chip runs one program at a time: a second program for a chip already in `runs` waits for the next wave.
+    std::vector<std::pair<int, int>> wave, later;
+    for (const auto& run : runs) {
+        bool busy = false;
+        for (const auto& w : wave) busy = busy || w.first == run.first;
+        (busy ? later : wave).push_back(run);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<std::unique_ptr<Task>>> per_chip;
+    std::vector<Task*> tasks;   // every chip's tasks, scheduled together: the chips run concurrently
+    for (const auto& [device, program] : wave) {
+        per_chip.push_back(prepare_run(device, program));
+        for (auto& t : per_chip.back()) tasks.push_back(t.get());
+    }
     const double timeout = std::stod(env_or("TT_SIM_TIMEOUT", "300"));
     size_t remaining = tasks.size();
     while (remaining > 0) {
         const uint64_t before = sim().progress;
-        for (auto& t : tasks) {
+        for (Task* t : tasks) {
             if (t->done) continue;
-            sim().current = t.get();
+            sim().current = t;
             swapcontext(&sim().scheduler_ctx, &t->ctx);
             sim().current = nullptr;
-            dev.scheduler_switches++;
+            sim().devices.at(static_cast<size_t>(t->core->device))->scheduler_switches++;
             if (t->done) remaining--;
         }
         if (remaining > 0 && sim().progress == before) die(deadlock_report(tasks));
@@ -161,10 +187,16 @@ void program_run(int device, int program) {
         }
     }
 
-    check_end_of_run(dev, tasks);
-    dev.last_run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    sim().running = -1;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t k = 0; k < wave.size(); ++k) {
+        Device& dev = *sim().devices.at(static_cast<size_t>(wave[k].first));
+        check_end_of_run(dev, per_chip[k]);
+        dev.last_run_seconds = seconds;
+    }
+    if (!later.empty()) program_run_all(later);
 }
+
+void program_run(int device, int program) { program_run_all({{device, program}}); }
 
 void finish(int device) { (void)device; }
 }  // namespace host

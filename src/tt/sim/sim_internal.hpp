@@ -185,6 +185,7 @@ struct PendingTransfer {
 
 struct Core {
     uint32_t x = 0, y = 0;
+    int device = -1;   // the chip (index into Sim::devices) the core belongs to
     std::vector<uint8_t, ZeroedAllocator<uint8_t>> l1;   // zero at program start
     std::array<CBState, kMaxCBs> cbs;
     Counters counters;
@@ -281,7 +282,7 @@ struct Sim {
     std::vector<std::unique_ptr<Device>> devices;
     std::vector<Buffer> buffers;
     std::vector<std::unique_ptr<Program>> programs;
-    int running = -1;          // the device whose program runs (program_run), -1 between runs
+    int running = -1;          // the device whose program is being set up (program_run_all), -1 otherwise
     Task* current = nullptr;
     ucontext_t scheduler_ctx{};
     uint64_t progress = 0;
@@ -290,14 +291,14 @@ struct Sim {
 
 Sim& sim();
 Task& cur();   // the running task; an error outside a kernel
-Device& running_device();   // the device whose program runs (the last opened one outside a run)
+Device& running_device();   // the running task's chip (the device being set up, else the last opened one)
 Device& device_of(const Buffer& b);
 std::string chip_name(const Device& dev);   // "chip (r, c) " of a multi-chip mesh, "" for a unit mesh
 int open_device(uint32_t mesh_row, uint32_t mesh_col, uint32_t mesh_rows, uint32_t mesh_cols);   // host.cpp
 
 // ---- sanitizer (sanitizer.cpp) -------------------------------------------------------------------------
 std::string where(const Task& t, uint32_t line);
-std::string deadlock_report(const std::vector<std::unique_ptr<Task>>& tasks);
+std::string deadlock_report(const std::vector<Task*>& tasks);
 void check_end_of_run(const Device& dev, const std::vector<std::unique_ptr<Task>>& tasks);
 
 // ---- scheduling (scheduler.cpp) ------------------------------------------------------------------------

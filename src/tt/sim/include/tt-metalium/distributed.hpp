@@ -261,20 +261,22 @@ void EnqueueReadMeshBuffer(MeshCommandQueue& cq, std::vector<T>& dst, std::share
     tt_sim::host::buffer_read(buffer->sim_buffer(), dst.data(), dst.size() * sizeof(T));
 }
 
-// Each program runs on every chip of its range, one chip after another (the chips do not communicate, so the
-// order cannot change a result).
+// Each program runs on every chip of its range; the chips run concurrently (tt-sim schedules all their kernels
+// together).
 inline void EnqueueMeshWorkload(MeshCommandQueue& cq, MeshWorkload& workload, bool blocking) {
     (void)blocking;
     const MeshDevice& mesh = cq.mesh();
     const std::vector<int>& devices = mesh.sim_devices();
     const uint32_t cols = mesh.shape().num_cols();
+    std::vector<std::pair<int, int>> runs;
     for (const auto& [range, program] : workload.programs()) {
         for (size_t k = 0; k < devices.size(); ++k) {
             if (range.contains(static_cast<uint32_t>(k / cols), static_cast<uint32_t>(k % cols))) {
-                tt_sim::host::program_run(devices[k], program.sim_id());
+                runs.emplace_back(devices[k], program.sim_id());
             }
         }
     }
+    tt_sim::host::program_run_all(runs);
 }
 
 inline void Finish(MeshCommandQueue& cq) { tt_sim::host::finish(cq.mesh().sim_device()); }

@@ -75,6 +75,9 @@ void program_set_runtime_args(int program, uint32_t kernel, const std::vector<Ra
                               size_t count);
 void program_set_common_runtime_args(int program, uint32_t kernel, const uint32_t* args, size_t count);
 void program_run(int device, int program);
+// Programs on several chips (device, program), run concurrently: their kernels are scheduled together, so a chip
+// waiting on another's progress would deadlock here as on a mesh. A chip listed twice runs its programs in order.
+void program_run_all(const std::vector<std::pair<int, int>>& runs);
 void finish(int device);
 
 }  // namespace tt_sim::host
