@@ -45,6 +45,8 @@ def cexpr(e, names: dict | None = None, prec: int = 0) -> str:
     for cls, sym in _CMP.items():
         if isinstance(e, cls):
             return f"({cexpr(e.a, names, 3)} {sym} {cexpr(e.b, names, 3)})"
+    if isinstance(e, tirx.Call) and isinstance(e.op, Op) and str(e.op.name) == "tirx.if_then_else":
+        e = tirx.Select(*e.args)
     if isinstance(e, tirx.Select):
         return f"({cexpr(e.condition, names, 3)} ? {cexpr(e.true_value, names, 3)} : {cexpr(e.false_value, names, 3)})"
     raise TTLoweringError(f"cannot print {type(e).__name__} `{e}` as a C++ index expression",

@@ -107,6 +107,9 @@ CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
 # bool masks and int64 indices (torch's LongTensor) are widened / narrowed to Int32 by the host when it writes the
 # tensor (values outside int32 are refused at the call): the kernels see the same 32-bit words.
 INDEX_FORMATS: dict[str, str] = {"int32": "Int32", "bool": "Int32", "int64": "Int32"}
+# TileLang dtype -> the format of a tensor element used as a scalar in compute (``x * Slopes[by]``): the reader reads
+# its 32-bit word into a one-page CB of this format (read_index), compute reads it from L1 (read_tile_value)
+SCALAR_ELEMENT_FORMATS: dict[str, str] = {"float32": "Float32", "int32": "Int32"}
 
 # TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
 # matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly

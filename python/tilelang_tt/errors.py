@@ -11,6 +11,8 @@ class TTError(Exception):
 
     def __init__(self, message: str, *, construct: str | None = None, fix: str | None = None,
                  source: str | None = None):
+        # plain str: TVM strings (names, scripts) reach here and must survive pickling (worker processes)
+        construct, fix, source = (None if v is None else str(v) for v in (construct, fix, source))
         self.construct = construct
         self.fix = fix
         self.source = source

@@ -2,12 +2,13 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
 
-InlineIndexLetsTT runs first: every analysis after it sees index expressions, never a let-bound variable that
+ForwardScalarsTT runs first: a scalar local (``T.alloc_var``) becomes the expression it holds, which every kernel
+that needs it then computes. InlineIndexLetsTT runs next: every analysis after it sees index expressions, never a let-bound variable that
 hides the loop index it depends on. MeshSplitTT runs only for a mesh target (``-mesh=RxC``): it turns the kernel into
 the per-chip kernel (the split axis' share of blocks, each sharded tensor its chip's shard) that every later pass
 compiles as a one-chip kernel. UnpackWeightsTT runs next: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
@@ -54,6 +55,7 @@ from .kernel_context import KernelContext
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.dead_values import eliminate_dead_values
+from .transform.forward_scalars import forward_scalars
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.inline_index_lets import inline_index_lets
 from .transform.memory_space_lower import memory_space_lower
@@ -82,7 +84,7 @@ def passes(options: TTOptions):
     TTError raised inside a pass reaches the user as itself (TVM's FFI would turn it into RuntimeError).
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
-    seq = [("InlineIndexLetsTT", inline_index_lets)]
+    seq = [("ForwardScalarsTT", forward_scalars), ("InlineIndexLetsTT", inline_index_lets)]
     if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [

@@ -241,3 +241,18 @@ def test_gathered_scale_feeds_compute():
     y = torch.empty_like(x)
     kernel(x, w, ids, y)
     assert torch.equal(y, x * w[ids.long()])
+
+
+def test_two_kernel_launches_are_refused_by_name():
+    @T.prim_func
+    def two(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                B[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * 2.0
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            for i, j in T.Parallel(32, 32):
+                C[by * 32 + i, bx * 32 + j] = B[by * 32 + i, bx * 32 + j] + 1.0
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)T.Kernel: 2 T.Kernel launches in one function.*"
+                                                 r"fix: write each T.Kernel as its own @T.prim_func"):
+        tilelang.compile(two, target="tt")

@@ -106,11 +106,12 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))
     lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
-    assert names == ["00_Input.py", "01_InlineIndexLetsTT.py", "02_PredicateParallelTT.py", "03_UnpackWeightsTT.py",
-                     "04_SDPAFusionTT.py", "05_SuperBlockTT.py", "06_RowStreamTT.py", "07_GridToPersistentTT.py",
-                     "08_TTShardToCoreMap.py", "09_TilePadTT.py", "10_MemorySpaceLowerTT.py", "11_TensorizeTT.py",
-                     "12_EliminateDeadValuesTT.py", "13_StreamBandsTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "11_TensorizeTT.py").read_text()
+    assert names == ["00_Input.py", "01_ForwardScalarsTT.py", "02_InlineIndexLetsTT.py", "03_PredicateParallelTT.py",
+                     "04_UnpackWeightsTT.py", "05_SDPAFusionTT.py", "06_SuperBlockTT.py", "07_RowStreamTT.py",
+                     "08_GridToPersistentTT.py", "09_TTShardToCoreMap.py", "10_TilePadTT.py",
+                     "11_MemorySpaceLowerTT.py", "12_TensorizeTT.py", "13_EliminateDeadValuesTT.py",
+                     "14_StreamBandsTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "12_TensorizeTT.py").read_text()
 
 
 def test_passes_also_run_under_tvm_pass_manager():

@@ -1,6 +1,7 @@
 """The TT passes, one per file. The order they run in is in ``tilelang_tt.pipeline``."""
 
 from .dead_values import EliminateDeadValuesTT
+from .forward_scalars import ForwardScalarsTT
 from .grid_to_persistent import GridToPersistentTT
 from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
@@ -14,6 +15,6 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["InlineIndexLetsTT", "PredicateParallelTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "PredicateParallelTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
            "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

@@ -266,6 +266,14 @@ SCALER = "reduce_scaler"     # the CB of the reduce scaler tile (TensorizeTT add
 BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}   # TIR node -> the TT binary op
 
 
+def has_load(expr) -> bool:
+    """True when ``expr`` reads a buffer."""
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n)
+                                       if isinstance(n, tirx.BufferLoad) else None)
+    return bool(found)
+
+
 def buffer_loads(expr) -> list:
     """The names of the buffers ``expr`` loads, in visit order."""
     found = []
@@ -284,12 +292,19 @@ def is_scalar(e) -> bool:
     """True for a value the same for every element: a constant, or an integer expression of the kernel's
     variables (``bx * 64 + past_len``), known at run time."""
     e = strip_cast(e)
-    if isinstance(e, (tirx.FloatImm, tirx.IntImm)):
+    if isinstance(e, (tirx.FloatImm, tirx.IntImm)) or _element_load(e):
         return True
     found = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
                                        if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
     return not found and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
+
+
+def _element_load(e) -> bool:
+    """A tensor element read through an index CB (``index_load``, MemorySpaceLowerTT): a scalar at run time."""
+    from ..intrinsics import TTOps
+
+    return isinstance(e, tirx.Call) and e.op.same_as(TTOps.index_load)
 
 
 def float_bits(value: float) -> Lit:

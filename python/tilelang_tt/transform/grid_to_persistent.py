@@ -156,6 +156,15 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
                                   fix="every grid dimension needs at least one block")
         grid[tag] = (body.loop_var, extent)
         body = body.body
+    launches = [st for st in (body.seq if isinstance(body, tirx.SeqStmt) else [])
+                if isinstance(st, tirx.For) and st.thread_binding is not None
+                and str(st.thread_binding.thread_tag) in _GRID_TAGS]
+    if not grid and len(launches) > 1:
+        raise TTUnsupportedError(
+            f"{len(launches)} T.Kernel launches in one function: a TT program runs one kernel grid",
+            construct="T.Kernel", source=src,
+            fix="write each T.Kernel as its own @T.prim_func, compile each, and call them in order (a tensor one "
+                "writes is an input of the next)")
     if not grid:
         raise TTLoweringError("no T.Kernel grid (no loop bound to blockIdx.x/y) found", construct="T.Kernel",
                               source=src, fix="write the kernel body inside `with T.Kernel(gx, gy) as (bx, by):`")

@@ -7,8 +7,9 @@ TileLang users name index arithmetic (``t = by * bt + i`` inside a ``T.Parallel`
 In:  the frontend's PrimFunc.
 Out: every ``Bind(var, value)`` of an integer ``var`` whose ``value`` is index arithmetic -- of variables, and of
      elements of integer tensors the kernel only reads (``e = expert_ids[by]``) -- is removed and ``var`` is
-     replaced by ``value`` in the statements after it in its sequence. Float bindings (``inv_D = 1.0 / D``) and
-     values read from buffers the kernel writes are kept.
+     replaced by ``value`` in the statements after it in its sequence; so is a float ``var`` bound to arithmetic of
+     elements of tensors the kernel only reads (``slope = Slopes[by]``: a scalar operand where it is used).
+     Float bindings of constants (``inv_D = 1.0 / D``) and values read from buffers the kernel writes are kept.
 Attributes written: none.
 Errors: none.
 """
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .common import prim_func_pass
+from .common import TileOps, has_load, is_call_to, prim_func_pass
 
 
 def _pure_call(c: tirx.Call) -> bool:
     """Integer arithmetic TVM spells as calls (floordiv, shifts, min/max, ceildiv) is pure."""
-    return str(getattr(c.op, "name", "")).startswith(("tir.shift", "tir.bitwise", "tir.floor", "tir.trunc",
-                                                      "tir.if_then_else", "tir.ceil"))
+    return str(getattr(c.op, "name", "")).startswith(("tirx.shift", "tirx.bitwise", "tirx.floor", "tirx.trunc",
+                                                      "tirx.if_then_else", "tirx.ceil"))
 
 
 def _index_arithmetic(expr, index_tensors: set) -> bool:
@@ -42,21 +43,31 @@ def _index_arithmetic(expr, index_tensors: set) -> bool:
     return not bad
 
 
-def _read_only_int_tensors(func: tirx.PrimFunc) -> set:
-    """The data vars of integer tensor parameters no statement stores to."""
+def _read_only_tensors(func: tirx.PrimFunc) -> set:
+    """The data vars of tensor parameters nothing writes: no BufferStore, no tile-op region with write access."""
     stored = set()
-    tirx.stmt_functor.post_order_visit(func.body, lambda n: stored.add(n.buffer.data) if isinstance(
-        n, tirx.BufferStore) else None)
-    return {b.data for b in func.buffer_map.values()
-            if str(b.dtype).startswith(("int", "uint")) and b.data not in stored}
+
+    def visit(n):
+        if isinstance(n, tirx.BufferStore):
+            stored.add(n.buffer.data)
+        elif is_call_to(n, TileOps.region) and int(n.args[1]) != 1:     # access: 1 = read, 2 = write, 3 = both
+            stored.add(n.args[0].buffer.data)
+
+    tirx.stmt_functor.post_order_visit(func.body, visit)
+    return {b.data for b in func.buffer_map.values() if b.data not in stored}
 
 
 def inline_index_lets(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    index_tensors = _read_only_int_tensors(func)
+    read_only = _read_only_tensors(func)
+    index_tensors = read_only & {b.data for b in func.buffer_map.values() if str(b.dtype).startswith(("int", "uint"))}
 
     def inlinable(stmt) -> bool:
-        return (isinstance(stmt, tirx.Bind) and stmt.var.dtype.startswith(("int", "uint"))
-                and _index_arithmetic(stmt.value, index_tensors))
+        if not isinstance(stmt, tirx.Bind):
+            return False
+        if stmt.var.dtype.startswith(("int", "uint")):
+            return _index_arithmetic(stmt.value, index_tensors)
+        # a block scalar read from a tensor (slope = Slopes[by]): where it is used it becomes a scalar operand
+        return has_load(stmt.value) and _index_arithmetic(stmt.value, read_only)
 
     def post(node):
         if not any(inlinable(s) for s in node.seq):

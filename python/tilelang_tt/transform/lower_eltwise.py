@@ -360,9 +360,10 @@ class _Eval:
         if is_scalar(a) or is_scalar(b):
             scalar_first = is_scalar(a)
             x, s = (b, a) if scalar_first else (a, b)
-            if is_scalar(x):
-                raise TTUnsupportedError(f"an operation between two scalars `{e}`", construct=self.note,
-                                         source=self.lw.src)
+            if is_scalar(x):    # two run-time scalars (tensor elements): the first fills a tile, the second operates
+                v = self.fill(out, a)
+                self.unary(out, f"{kind}_unary_tile", v, self.bits(b))
+                return v
             v = self.eval(x, out)
             if scalar_first and kind == "sub":
                 self.unary(out, "rsub_unary_tile", v, self.bits(s))

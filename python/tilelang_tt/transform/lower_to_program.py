@@ -730,4 +730,24 @@ class LowerToProgram:
             tirx.floormod(r, sh) * sw + tirx.floormod(c, sw)
 
     def op_eltwise(self, args, note) -> dict:
-        return {"compute": lower_eltwise(self, self.cb_name(args[0]), args[1], note)}
+        """An element-wise op; each tensor element in its expression (``x * Slopes[by]``, ``index_load`` into a
+        ``_scalar`` CB) is read first: the reader reads its face row into the CB and pushes the page, compute waits,
+        reads the element from L1 (``read_tile_value``) and pops; the op uses it as a scalar operand (a float32
+        element as its bits, an int32 element converted)."""
+        loads = _index_loads([args[1]])
+        reader, compute, vmap = [], [], []
+        for load in loads:
+            cb = CB(str(load.args[3].value))
+            value = tirx.Var(self.names.fresh(f"{self.tensor_names[int(load.args[0])]}_value"), load.dtype)
+            reader += [Call("cb_reserve_back", (cb, 1), note),
+                       Call("read_index", (cb, Tensor(self.tensor_names[int(load.args[0])]), self.expr(load.args[1]),
+                                           self.expr(load.args[2])), note),
+                       Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, 1), note)]
+            lane = tirx.floormod(self.expr(load.args[2]), 16)    # the element's column in its face row
+            compute += [Call("cb_wait_front", (cb, 1), note),
+                        Let(value, tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cb.name), lane])),
+                        Call("cb_pop_front", (cb, 1), note)]
+            vmap.append((load, value))
+        expr = _substitute(args[1], vmap) if vmap else args[1]
+        out = {"compute": compute + lower_eltwise(self, self.cb_name(args[0]), expr, note)}
+        return {**out, "reader": reader} if reader else out

@@ -4,7 +4,8 @@ Each store of a nest (1 or 2 loops; let-bound values inlined; several stores bec
 to index tile buffers only: tensors it reads are staged through CBs the reader fills before the nest, tensors it
 writes through CBs the writer drains after it; operands indexed transposed are transposed on chip into a scratch
 CB; vectors keep their broadcast indices (``[i, 0]``, ``[0, j]``); loop variables used as values read the
-constant index tiles; let-bound float constants are folded. Operands smaller than a tile must share their place
+constant index tiles; let-bound float constants are folded; an element of a float32 / int32 tensor the same for
+the whole nest (``Slopes[by]``) is a scalar compute reads from L1 (``scalar_elements``). Operands smaller than a tile must share their place
 in the tile (``check_aligned``). The mixin runs on MemorySpaceLowerTT's ``_Lowerer`` state (CBs, placements,
 aliases, the analyzers).
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
+from ..device import SCALAR_ELEMENT_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
-from .common import (TILE, Region, UnsupportedOps, const_value, describe, is_global, static_shape, tilelang_text,
-                     transform)
+from .common import (TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
+                     tilelang_text, transform)
 
 INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
 
@@ -188,9 +190,41 @@ class ParallelLower:
             out += self.lower_store(loops, st, what)
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
 
+    def scalar_elements(self, store: tirx.BufferStore, vars_, what: str) -> tirx.BufferStore:
+        """``store`` with each element of a float32 / int32 tensor that is the same for the whole nest (``x *
+        Slopes[by]``, no loop variable in its indices) and does not start a tile replaced by ``index_load(tensor,
+        row, col, cb)``: the reader reads the element into ``<tensor>_scalar`` (one page) and compute reads it from
+        L1 as a scalar operand (LowerToTTProgram). An element at a tile's origin stays a broadcast tile."""
+        def post(node):
+            if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer) and len(node.indices) == 2):
+                return None
+            ids = [v for ix in node.indices for v in _vars_of(ix)]
+            if any(v.same_as(lv) for v in ids for lv in vars_) or any(has_load(ix) for ix in node.indices):
+                return None
+            if all(self.analyzer.can_prove(tirx.floormod(ix, TILE) == 0) for ix in node.indices):
+                return None
+            if str(node.buffer.dtype) not in SCALAR_ELEMENT_FORMATS:
+                raise TTUnsupportedError(
+                    f"{node.buffer.name}[{', '.join(map(str, node.indices))}] ({node.buffer.dtype}) is one element "
+                    f"used as a scalar of the whole block: elements become scalars only of "
+                    f"{' and '.join(SCALAR_ELEMENT_FORMATS)} tensors (the reader reads a 32-bit word)",
+                    construct=what, source=self.src,
+                    fix=f"pass {node.buffer.name} as a float32 tensor ({node.buffer.name}.float())")
+            name = f"{node.buffer.name}_scalar"
+            if name not in self.cbs:
+                self.add_cb(name, str(node.buffer.dtype), producer="reader", consumer="compute",
+                            fmt=SCALAR_ELEMENT_FORMATS[str(node.buffer.dtype)])
+            return tirx.Call(str(node.buffer.dtype), TTOps.index_load,
+                             [tirx.IntImm("int32", self.tensor_index(node.buffer)), *node.indices,
+                              tirx.StringImm(name)])
+
+        value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
+        return store if value.same_as(store.value) else tirx.BufferStore(store.buffer, value, store.indices)
+
     def lower_store(self, loops, store: tirx.BufferStore, what: str) -> list:
         note = f"T.Parallel: {tilelang_text(store)}"
         vars_ = [lp.loop_var for lp in loops]
+        store = self.scalar_elements(store, vars_, what)
         extent = {lp.loop_var: int(lp.extent) for lp in loops}
         before, after = [], []
         staged: dict[str, tirx.Buffer] = {}

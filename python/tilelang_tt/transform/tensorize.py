@@ -172,7 +172,7 @@ class _Tensorizer:
         def visit(node):
             if isinstance(node, tirx.Call):
                 name = str(node.op.name) if isinstance(node.op, Op) else ""
-                if name == "tirx.if_then_else":
+                if name == "tirx.if_then_else" or is_scalar(node):    # is_scalar: a tensor element (index_load)
                     return
                 if name == "tl.clamp":
                     if not (is_scalar(node.args[1]) and is_scalar(node.args[2])):

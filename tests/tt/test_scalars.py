@@ -1,0 +1,178 @@
+"""Block scalars (issue 24): ``T.alloc_var`` / ``T.alloc_local`` scalars, tensor elements used as scalars
+(``slope = Slopes[by]``) and scalar loops, as TileLang's examples write them (ForwardScalarsTT, InlineIndexLetsTT,
+and the ``_scalar`` CB compute reads an element from)."""
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+from tilelang_tt.errors import TTUnsupportedError
+
+ARCHS = ["wormhole_b0", "blackhole"]
+M, N = 64, 128
+
+
+def _scaled(dtype, local):
+    @T.prim_func
+    def scaled(A: T.Tensor((M, N), "float32"), S: T.Tensor((M // 32,), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // 32, threads=128) as by:
+            if local:
+                s = T.alloc_local((2,), dtype)
+                s[0] = S[by]
+                s[1] = s[0] + s[0]
+                for i, j in T.Parallel(32, N):
+                    C[by * 32 + i, j] = A[by * 32 + i, j] * s[1] + 1.0
+            else:
+                s = T.alloc_var(dtype)
+                s = S[by]
+                for i, j in T.Parallel(32, N):
+                    C[by * 32 + i, j] = A[by * 32 + i, j] * s + 1.0
+
+    return scaled
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("local", [False, True], ids=["alloc_var", "alloc_local"])
+def test_scalar_local_from_a_tensor_element(arch, dtype, local):
+    kernel = tilelang.compile(_scaled(dtype, local), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(M, N, generator=g)
+    s = torch.randn(M // 32, generator=g) if dtype == "float32" else torch.randint(-9, 9, (M // 32,), generator=g,
+                                                                                   dtype=torch.int32)
+    c = torch.zeros(M, N)
+    kernel(a, s, c)
+    scale = s.float().repeat_interleave(32)[:, None] * (2 if local else 1)
+    # one fp32 multiply and one add per element, as torch does them (float32 in, float32 out)
+    assert torch.equal(c, a * scale + 1.0)
+    cb = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "S_scalar")
+    assert cb["format"] == {"float32": "Float32", "int32": "Int32"}[dtype]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_alibi_slope_read_from_a_tensor(arch):
+    """``slope = Slopes[bz]``: a float let of a tensor element is the scalar operand where it is used."""
+    H, S = 4, 64
+
+    @T.prim_func
+    def alibi(X: T.Tensor((H, S, S), "float32"), Slopes: T.Tensor((H,), "float32"),
+              Y: T.Tensor((H, S, S), "float32")):
+        with T.Kernel(S // 32, S // 32, H, threads=128) as (bx, by, bz):
+            slope = Slopes[bz]
+            for i, j in T.Parallel(32, 32):
+                Y[bz, by * 32 + i, bx * 32 + j] = X[bz, by * 32 + i, bx * 32 + j] + slope * T.Cast(
+                    "float32", (bx * 32 + j) - (by * 32 + i))
+
+    kernel = tilelang.compile(alibi, target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(4)
+    x, slopes = torch.randn(H, S, S, generator=g), torch.rand(H, generator=g)
+    y = torch.zeros(H, S, S)
+    kernel(x, slopes, y)
+    pos = torch.arange(S)
+    assert torch.equal(y, x + slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None]).float())
+
+
+def test_scalar_loops_are_unrolled():
+    """A log-sum-exp over splits, written with T.alloc_var as MLA decode's combine writes it."""
+    B, NS, D = 8, 4, 64
+
+    @T.prim_func
+    def combine(P: T.Tensor((B, D), "float32"), L: T.Tensor((B, NS), "float32"), O: T.Tensor((B, D), "float32")):
+        with T.Kernel(B, threads=128) as b:
+            m = T.alloc_var("float32")
+            total = T.alloc_var("float32")
+            m = -T.infinity("float32")
+            for k in T.serial(NS):
+                m = T.max(m, L[b, k])
+            total = 0.0
+            for k in T.serial(NS):
+                total += T.exp2(L[b, k] - m)
+            for i in T.Parallel(D):
+                O[b, i] = P[b, i] * total
+
+    kernel = tilelang.compile(combine, target="tt")
+    g = torch.Generator().manual_seed(5)
+    p, lse = torch.randn(B, D, generator=g), torch.randn(B, NS, generator=g)
+    o = torch.zeros(B, D)
+    kernel(p, lse, o)
+    total = torch.exp2(lse.double() - lse.double().max(1, keepdim=True).values).sum(1, keepdim=True)
+    # fp32 arithmetic on the SFPU: each exp2 and sum within a few fp32 ulps of the float64 value
+    assert ((o.double() - p.double() * total).abs() <= 2.0 ** -20 * (p.double().abs() * total)).all()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_expert_found_by_a_scalar_loop(arch):
+    """A grouped GEMM finds each row block's expert by scanning the experts' start rows (int32 scalar updated with
+    T.if_then_else in a loop, as TileLang's grouped GEMM does); the weight block offset reads it."""
+    G, Mr, K, Nc = 3, 128, 64, 64
+
+    @T.prim_func
+    def moe(X: T.Tensor((Mr, K), "bfloat16"), W: T.Tensor((G, K, Nc), "bfloat16"), Starts: T.Tensor((G,), "int32"),
+            Y: T.Tensor((Mr, Nc), "bfloat16")):
+        with T.Kernel(Nc // 32, Mr // 32, threads=128) as (bx, by):
+            e = T.alloc_var(T.int32)
+            e = 0
+            for g in range(G):
+                e = T.if_then_else(Starts[g] <= by * 32, g, e)
+            xs = T.alloc_shared((32, K), "bfloat16")
+            ws = T.alloc_shared((K, 32), "bfloat16")
+            acc = T.alloc_fragment((32, 32), "float32")
+            T.clear(acc)
+            T.copy(X[by * 32, 0], xs)
+            T.copy(W[e, 0, bx * 32], ws)
+            T.gemm(xs, ws, acc)
+            T.copy(acc, Y[by * 32, bx * 32])
+
+    kernel = tilelang.compile(moe, target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(6)
+    x, w = torch.randn(Mr, K, generator=g).bfloat16(), torch.randn(G, K, Nc, generator=g).bfloat16()
+    starts = torch.tensor([0, 32, 96], dtype=torch.int32)
+    y = torch.zeros(Mr, Nc, dtype=torch.bfloat16)
+    kernel(x, w, starts, y)
+    expert = [0, 1, 1, 2]
+    ref = torch.cat([x[r * 32:(r + 1) * 32].double() @ w[expert[r]].double() for r in range(Mr // 32)])
+    absref = torch.cat([x[r * 32:(r + 1) * 32].double().abs() @ w[expert[r]].double().abs() for r in range(Mr // 32)])
+    # as test_moe_grouped_gemm: HiFi2 drops in0's last mantissa bit (2^-7 per product), one output rounding
+    bound = 2.0 ** -7 * absref + 2.0 ** -8 * ref.abs() + 1e-3
+    assert ((y.double() - ref).abs() <= bound).all(), ((y.double() - ref).abs() - bound).max()
+
+
+def test_scalar_refusals():
+    @T.prim_func
+    def carried(A: T.Tensor((32, 128), "float32"), S: T.Tensor((4,), "float32"), C: T.Tensor((32, 128), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared((32, 32), "float32")
+            s = T.alloc_var("float32")
+            s = 0.0
+            for k in T.serial(4):
+                T.copy(A[bx * 32, k * 32], a_s)
+                s = s + S[k]
+                for i, j in T.Parallel(32, 32):
+                    C[bx * 32 + i, k * 32 + j] = a_s[i, j] * s
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)scalar local s has no value here: s is carried from one "
+                                                 r"iteration of a loop that also moves tiles into the next.*"
+                                                 r"fix: keep a running value in a T.alloc_fragment"):
+        tilelang.compile(carried, target="tt")
+
+    @T.prim_func
+    def unset(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_var("float32")
+            for i, j in T.Parallel(32, 32):
+                C[bx * 32 + i, j] = A[bx * 32 + i, j] * s
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)scalar local s has no value here: it is read before any "
+                                                 r"statement stores to it.*fix: store to s before reading it"):
+        tilelang.compile(unset, target="tt")
+
+    @T.prim_func
+    def half(A: T.Tensor((64, 64), "bfloat16"), S: T.Tensor((2,), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(2, threads=128) as by:
+            for i, j in T.Parallel(32, 64):
+                C[by * 32 + i, j] = A[by * 32 + i, j] * S[by]
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)\(bfloat16\) is one element used as a scalar of the whole "
+                                                 r"block.*fix: pass S as a float32 tensor \(S.float\(\)\)"):
+        tilelang.compile(half, target="tt")
