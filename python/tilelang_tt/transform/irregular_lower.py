@@ -91,13 +91,25 @@ class IrregularLower:
         return tirx.For(guard, tirx.IntImm("int32", 0), trips, tirx.ForKind.SERIAL, body, None,
                         {attrs.GUARD: tirx.StringImm(text)})
 
+    def loop_bound(self, stmt: tirx.For, what: str):
+        """(min, extent) of a loop whose trip count reads elements of int32 tensors (``for k in
+        T.serial(T.ceildiv(Lens[b], 32))``, a varlen or MoE row count), each element read as in a block-level
+        ``if`` (``element_reads``), so the reader, compute and writer all run the same trips."""
+        return (self.element_reads(stmt.min, stmt.body, what, "a loop bound"),
+                self.element_reads(stmt.extent, stmt.body, what, "a loop bound"))
+
     def guard_condition(self, stmt: tirx.IfThenElse, what: str):
-        """The condition of a block-level ``if`` with each element of an int32 tensor it reads (``if
-        BlockMask[by, k] > 0``) replaced by ``index_load(tensor, row, col, cb)``: the reader reads the element
-        into ``<tensor>_cidx`` (Int32, one page) and hands it to compute, which reads it from L1
-        (``read_tile_value``); a writer with stores under the ``if`` reads it through its own index CB."""
+        """The condition of a block-level ``if`` (``if BlockMask[by, k] > 0``), its elements read as
+        ``element_reads`` says."""
+        return self.element_reads(stmt.condition, stmt.then_case, what, "an if")
+
+    def element_reads(self, expr, body, what: str, kind: str):
+        """``expr`` (an ``if``'s condition, a loop's bound) with each element of an int32 tensor it reads replaced by
+        ``index_load(tensor, row, col, cb)``: the reader reads the element into ``<tensor>_cidx`` (Int32, one page)
+        and hands it to compute, which reads it from L1 (``read_tile_value``); a writer with stores in ``body``
+        reads it through its own index CB."""
         stores = []
-        tirx.stmt_functor.post_order_visit(stmt.then_case, lambda n: stores.append(n) if (
+        tirx.stmt_functor.post_order_visit(body, lambda n: stores.append(n) if (
             (c := tile_op_call(n)) is not None and c.op.same_as(TileOps.copy)
             and is_global(decode_region(c.args[1], self.src).buffer)) else None)
 
@@ -107,11 +119,12 @@ class IrregularLower:
             tensor = node.buffer
             if not is_global(tensor) or str(tensor.dtype) not in INDEX_FORMATS or len(node.indices) != 2:
                 raise TTUnsupportedError(
-                    f"an if on the values of {tensor.name} ({tensor.dtype}, "
+                    f"{kind} on the values of {tensor.name} ({tensor.dtype}, "
                     f"{'tensor' if is_global(tensor) else 'tile buffer'})",
                     construct=what, source=self.src,
                     fix="branch on elements of int32 tensors (block masks, lengths, offsets), block indices or "
-                        "scalar parameters; compute on tile values with T.Parallel arithmetic (T.if_then_else)")
+                        "scalar parameters (loop bounds too); compute on tile values with T.Parallel arithmetic "
+                        "(T.if_then_else)")
             name = f"{tensor.name}_cidx"
             if name not in self.cbs:
                 self.add_cb(name, "int32", producer="reader", consumer="compute",
@@ -124,7 +137,7 @@ class IrregularLower:
                 return tirx.NE(value, tirx.IntImm("int32", 0))
             return value if str(node.dtype) == "int32" else tirx.Cast(node.dtype, value)
 
-        return transform(tirx.Evaluate(stmt.condition), post, ["tirx.BufferLoad"]).value
+        return transform(tirx.Evaluate(expr), post, ["tirx.BufferLoad"]).value
 
     def lower_im2col(self, stmt, c, stages: int):
         """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`` of an NHWC tensor (TilePadTT views

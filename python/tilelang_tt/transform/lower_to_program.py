@@ -190,17 +190,20 @@ class LowerToProgram:
                                      construct=f"loop over {stmt.loop_var.name}", source=self.src,
                                      fix="initialise (T.clear) the fragment before the loop")
         note = "persistent loop over this core's blocks" if persistent else ""
-        lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
         if guard:
             return self.guarded(var, stmt.extent.condition, body, str(stmt.annotations[attrs.GUARD].value))
+        if _index_loads([stmt.min, stmt.extent]):    # a trip count read from a tensor: every kernel reads it first
+            return self.guarded(var, None, body, f"loop over {stmt.loop_var.name}", bounds=(stmt.min, stmt.extent))
+        lo, ext = self.expr(stmt.min), self.expr(stmt.extent)
         return {r: [For(var, lo, ext, b, note, persistent)] for r, b in body.items() if b}
 
-    def guarded(self, var, condition, body: dict, why: str) -> dict:
-        """Each kernel's ``if``: the condition with every int32 tensor element it reads (``index_load``) as a
-        variable the kernel loads first. The reader reads the element into the ``_cidx`` CB, takes its own copy and
-        pushes the page; compute waits for it and reads the value from L1 (``read_tile_value``, every compute
-        thread gets it); a writer with stores under the ``if`` reads the element through its own index CB."""
-        loads = _index_loads([condition])
+    def guarded(self, var, condition, body: dict, why: str, bounds=None) -> dict:
+        """Each kernel's ``if`` (or, with ``bounds``, a loop whose bounds read tensor elements): the condition with
+        every int32 tensor element it reads (``index_load``) as a variable the kernel loads first. The reader reads
+        the element into the ``_cidx`` CB, takes its own copy and pushes the page; compute waits for it and reads the
+        value from L1 (``read_tile_value``, every compute thread gets it); a writer with stores under the ``if``
+        reads the element through its own index CB."""
+        loads = _index_loads([condition] if bounds is None else list(bounds))
         # one variable per element, the same in every kernel: the verifier compares the pages pushed and popped
         # under the condition kernel against kernel
         values = [tirx.Var(self.names.fresh(f"{self.tensor_names[int(ld.args[0])]}_value"), "int32") for ld in loads]
@@ -220,11 +223,15 @@ class LowerToProgram:
                             Call("cb_pop_front", (cidx, 1), why)]
                 else:
                     pre += self._read_index(load, CB(f"{cidx.name[:-len('_cidx')]}_idx_w"), value, why)
-            cond = self.expr(_substitute(condition, list(zip(loads, values))))
-            trips = tirx.Select(cond, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
             inner = body.get(role, [])
-            out[role] = _tag_origin({role: pre}, "guard")[role] + (
-                [For(var, tirx.IntImm("int32", 0), trips, inner, "", False, cond)] if inner else [])
+            if bounds is None:
+                cond = self.expr(_substitute(condition, list(zip(loads, values))))
+                trips = tirx.Select(cond, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
+                loop_ = For(var, tirx.IntImm("int32", 0), trips, inner, "", False, cond)
+            else:
+                lo, ext = (self.expr(_substitute(b, list(zip(loads, values)))) for b in bounds)
+                loop_ = For(var, lo, ext, inner, "")
+            out[role] = _tag_origin({role: pre}, "guard")[role] + ([loop_] if inner else [])
         return out
 
     def _number(self, body):

@@ -43,8 +43,8 @@ from ..device import FORMATS, INDEX_FORMATS, TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of, static_shape,
-                     tile_op_call, tile_shape_2d, tilelang_text)
+from .common import (TILE, TileOps, decode_region, describe, has_load, is_global, prim_func_pass, source_of,
+                     static_shape, tile_op_call, tile_shape_2d, tilelang_text)
 from .irregular_lower import IrregularLower
 from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
 
@@ -406,8 +406,11 @@ class _Lowerer(ParallelLower, IrregularLower):
             if "num_stages" in stmt.annotations:
                 inner_stages = max(1, int(stmt.annotations["num_stages"]))
             alias_before, first_event = dict(self.alias), len(self.events)
-            # the loop's range, for the bounds of windows indexed by it (fragment_window)
-            self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
+            lo, extent = stmt.min, stmt.extent
+            if has_load(lo) or has_load(extent):    # a trip count read from a tensor (varlen, MoE row counts)
+                lo, extent = self.loop_bound(stmt, describe(stmt))
+            else:   # the loop's range, for the bounds of windows indexed by it (fragment_window)
+                self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
             body = self.lower(stmt.body, inner_stages)
             for name in set(self.alias) | set(alias_before):
                 if self.alias.get(name) is alias_before.get(name):
@@ -420,7 +423,7 @@ class _Lowerer(ParallelLower, IrregularLower):
                         construct=describe(stmt), source=self.src,
                         fix="accumulate in a T.alloc_fragment (T.clear it before the loop) instead of the shared "
                             "buffer the reader fills")
-            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, None, stmt.annotations)
+            return tirx.For(stmt.loop_var, lo, extent, stmt.kind, body, None, stmt.annotations)
         if isinstance(stmt, tirx.Bind):
             # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on; float
             # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them. A value
