@@ -99,7 +99,15 @@ FORMATS: dict[str, DataFormat] = {
 # Integer formats a CB may hold on the compute path (docs/formats.md "Integers"): the unpacker moves a UInt8 tile
 # into DST as 32-bit integers (fp32_dest_acc_en required) and ``typecast_tile<UInt8, Float32>`` makes them floats;
 # ``typecast_tile<Float32, UInt8>`` and the packer do the reverse (api/compute/eltwise_unary/typecast.h, 0.81.1).
-CB_INT_FORMATS: tuple[str, ...] = ("UInt8",)
+CB_INT_FORMATS: tuple[str, ...] = ("UInt8", "Int32")
+# TileLang dtype -> the format its tile buffers compute in when no integer format serves: an int32 fragment (indices,
+# argmax / top-k positions) is held as Float32, exact for integers of magnitude below 2^24, which the lowering proves
+# for every value stored into it (constants, loop indices, selects and extrema of such values); only the store to an
+# int32 tensor converts (typecast_tile<Float32, Int32>, truncation toward zero) into an Int32 CB the writer drains.
+TILE_INT_AS_FLOAT: dict[str, str] = {"int32": "Float32"}
+INT_AS_FLOAT_LIMIT = 2 ** 24
+# TileLang dtype -> the format of an integer tensor the kernel writes (argmax / top-k indices)
+INT_OUTPUT_FORMATS: dict[str, str] = {"int32": "Int32"}
 
 # TileLang dtype -> the format of an index tensor (block tables, expert offsets, gather indices): the data-movement
 # kernels read its elements from L1 into addresses (a 64-byte face row per element read, docs/usage.md "Indices from
@@ -132,7 +140,7 @@ BLOCK_FLOAT_STORAGE: dict[str, tuple[str, ...]] = {
 STORAGE_TILE_FORMAT: dict[str, str] = {"Int8": "UInt8"}
 # The typecast_tile format of an integer tile in a CB_INT_FORMATS CB, by the tile buffer's dtype: typecast_tile<Int8,
 # Float32> reads the zero-extended byte as a signed value (calculate_typecast_int8_to_fp32: exact for -128..127).
-TYPECAST_INT_FORMATS: dict[str, str] = {"uint8": "UInt8", "int8": "Int8"}
+TYPECAST_INT_FORMATS: dict[str, str] = {"uint8": "UInt8", "int8": "Int8", "int32": "Int32"}
 
 # Every tt::DataFormat enumerator (tensix_types.h), for the real-header check's descriptors.
 DATA_FORMAT_ENUM: dict[str, int] = {

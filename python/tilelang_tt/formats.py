@@ -1,10 +1,18 @@
 """TileLang dtypes <-> TT-Metalium data formats: a thin API over the hardware table in ``device.py``."""
 
-from .device import (BLOCK_FLOAT_STORAGE, FORMATS, INDEX_FORMATS, READ_ONLY_FORMATS, STORAGE_TILE_FORMAT, TILE_FORMATS,
-                     DataFormat)
+from .device import (BLOCK_FLOAT_STORAGE, FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS, READ_ONLY_FORMATS,
+                     STORAGE_TILE_FORMAT, TILE_FORMATS, TILE_INT_AS_FLOAT, DataFormat)
 from .errors import TTUnsupportedError
 
-__all__ = ["FORMATS", "TILE_FORMATS", "DataFormat", "data_format", "tensor_format"]
+__all__ = ["FORMATS", "TILE_FORMATS", "DataFormat", "data_format", "tensor_format", "tile_format"]
+
+
+def tile_format(dtype, construct: str = "dtype", source: str | None = None) -> DataFormat:
+    """The format of a tile buffer of ``dtype``: its data format, or the float format an int32 fragment computes
+    in (``device.TILE_INT_AS_FLOAT``)."""
+    if str(dtype) in TILE_INT_AS_FLOAT:
+        return TILE_FORMATS[TILE_INT_AS_FLOAT[str(dtype)]]
+    return data_format(dtype, construct, source)
 
 
 def data_format(dtype, construct: str = "dtype", source: str | None = None) -> DataFormat:
@@ -41,4 +49,6 @@ def tensor_format(dtype, annotated: str | None, io: str, construct: str, source:
         return TILE_FORMATS[READ_ONLY_FORMATS[key]]
     if key in INDEX_FORMATS and io == "input":
         return TILE_FORMATS[INDEX_FORMATS[key]]
+    if key in INT_OUTPUT_FORMATS and io == "output":
+        return TILE_FORMATS[INT_OUTPUT_FORMATS[key]]
     return data_format(dtype, construct, source)

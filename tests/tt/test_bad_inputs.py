@@ -225,20 +225,6 @@ def misplaced_rows():
     return k
 
 
-def loop_carried_update():
-    """The reader fills A_s once; the loop updates it in place and reads the previous iteration's value."""
-    @T.prim_func
-    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            A_s = T.alloc_shared((32, 32), "float32")
-            T.copy(A[by * 32, bx * 32], A_s)
-            for _ in T.serial(3):
-                for i, j in T.Parallel(32, 32):
-                    A_s[i, j] = A_s[i, j] * 2.0
-            T.copy(A_s, C[by * 32, bx * 32])
-    return k
-
-
 def reduce_partial():
     @T.prim_func
     def k(A: T.Tensor((64, 48), "float32"), S: T.Tensor((64,), "float32")):
@@ -363,9 +349,6 @@ CASES = [
     ("misplaced_sub_tile_operands", misplaced_rows, {}, TTUnsupportedError,
      r"b sits at row \(bx \+ 1\) % 32 of its tiles but c at bx % 32: element-wise operands smaller than a tile "
      r"must share their place in the tile"),
-    ("loop_carried_in_place_update", loop_carried_update, {}, TTUnsupportedError,
-     r"A_s is filled by the reader and updated in place inside the loop over .*, and the next iteration reads "
-     r"the updated value"),
     ("transposed_sub_tile", transposed_index, {}, TTUnsupportedError,
      r"A\[.*\] is indexed transposed over a block smaller than whole tiles"),
     ("reduce_partial_tile", reduce_partial, {}, TTUnsupportedError,

@@ -337,3 +337,53 @@ def test_varlen_paged_decode(arch):
     blocks = sum((int(n) + BS - 1) // BS for n in lens)
     moved = kernel.report["total"]["dram_read_bytes"]
     assert moved == q.numel() * 2 + 2 * blocks * BS * D * 2 + 64 * (3 * blocks + B)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fragment_updated_in_place_across_iterations(arch):
+    """A running top-k (TileLang's topk example): the block the reader fills is masked at its maximum in every
+    iteration and the next iteration reads the masked values; compute copies it into its own CB before the loop."""
+    M, N, KK = 64, 128, 3
+
+    @T.prim_func
+    def top_sum(X: T.Tensor((M, N), "float32"), S: T.Tensor((M,), "float32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            x = T.alloc_fragment((32, N), "float32")
+            m = T.alloc_fragment((32,), "float32")
+            s = T.alloc_fragment((32,), "float32")
+            T.copy(X[bx * 32, 0], x)
+            T.clear(s)
+            for k in T.serial(KK):
+                T.reduce_max(x, m, dim=1, clear=True)
+                for i in T.Parallel(32):
+                    s[i] = s[i] + m[i]
+                for i, j in T.Parallel(32, N):
+                    x[i, j] = T.if_then_else(x[i, j] == m[i], -10000.0, x[i, j])
+            T.copy(s, S[bx * 32])
+
+    kernel = tilelang.compile(top_sum, target={"kind": "tt", "arch": arch})
+    x = torch.randn(M, N, generator=torch.Generator().manual_seed(8))
+    s = torch.zeros(M)
+    kernel(x, s)
+    # three fp32 additions of exact maxima, in the order torch's sum takes them (largest first)
+    top = x.topk(KK, 1).values
+    assert torch.equal(s, (top[:, 0] + top[:, 1]) + top[:, 2])
+
+
+def test_shared_block_updated_in_place_across_iterations():
+    """The reader fills A_s once and a loop doubles it in place three times (it used to be refused)."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((32, 32), "float32")
+            T.copy(A[by * 32, bx * 32], A_s)
+            for _ in T.serial(3):
+                for i, j in T.Parallel(32, 32):
+                    A_s[i, j] = A_s[i, j] * 2.0
+            T.copy(A_s, C[by * 32, bx * 32])
+
+    kernel = tilelang.compile(k, target="tt")
+    a = torch.randn(64, 64)
+    c = torch.zeros(64, 64)
+    kernel(a, c)
+    assert torch.equal(c, a * 8.0)

@@ -160,10 +160,19 @@ class Region:
 def int_value(expr, what: str, source: str | None = None) -> int:
     if isinstance(expr, (int,)):
         return int(expr)
+    if isinstance(expr, tirx.PrimExpr) and not isinstance(expr, tirx.IntImm):
+        expr = _simplifier().simplify(expr)     # a slice's extent `g * 16 + 16 - g * 16` is 16
     if isinstance(expr, tirx.IntImm):
         return int(expr.value)
     raise TTLoweringError(f"{what} must be a compile-time constant, got {expr}", construct=what, source=source,
                           fix="use static shapes (symbolic shapes are not supported yet)")
+
+
+@lru_cache(maxsize=1)
+def _simplifier():
+    from tvm import arith
+
+    return arith.Analyzer()
 
 
 def decode_region(expr, source: str | None = None) -> Region:

@@ -39,12 +39,13 @@ import tvm
 from tvm import tirx
 
 from .. import attrs
-from ..device import FORMATS, INDEX_FORMATS, TILE_FORMATS, DeviceProfile
+from ..device import FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS, TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
-from ..formats import data_format, tensor_format
+from ..formats import data_format, tensor_format, tile_format
 from ..intrinsics import TTOps, call
 from .common import (TILE, TileOps, decode_region, describe, has_load, is_global, prim_func_pass, source_of,
                      static_shape, tile_op_call, tile_shape_2d, tilelang_text)
+from .int_range import check_int_ranges
 from .irregular_lower import IrregularLower
 from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
 
@@ -59,6 +60,18 @@ class CBInfo:
     producer: set = field(default_factory=set)   # {"reader", "compute"}
     consumer: set = field(default_factory=set)   # {"writer", "compute"}
     stages: int = 2
+
+
+def _rename_reads(body, old: tirx.Buffer, new: tirx.Buffer):
+    """``body`` reading ``new`` wherever it read ``old`` (loads, and the CB-name placeholders of tile ops)."""
+    def post(node):
+        if isinstance(node, tirx.BufferLoad) and node.buffer.same_as(old):
+            return tirx.BufferLoad(new, node.indices)
+        if isinstance(node, tirx.StringImm) and node.value == old.name:
+            return tirx.StringImm(new.name)
+        return None
+
+    return tirx.stmt_functor.ir_transform(body, None, post, ["tirx.BufferLoad", "tirx.StringImm"])
 
 
 class _Lowerer(ParallelLower, IrregularLower):
@@ -132,7 +145,7 @@ class _Lowerer(ParallelLower, IrregularLower):
         shards = self.func.attrs.get(attrs.SHARDS, {})
         annotated = shards[tensor.name].get("format") if tensor.name in shards else None
         fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
-        if str(tensor.dtype) in INDEX_FORMATS:
+        if str(tensor.dtype) in INDEX_FORMATS and not (io == "output" and str(tensor.dtype) in INT_OUTPUT_FORMATS):
             raise TTUnsupportedError(
                 f"moves a block of {tensor.dtype} tensor {tensor.name} into a tile buffer", construct=what,
                 source=self.src, fix=f"{tensor.dtype} tensors are index tensors: use their elements in T.copy offsets "
@@ -412,10 +425,24 @@ class _Lowerer(ParallelLower, IrregularLower):
             else:   # the loop's range, for the bounds of windows indexed by it (fragment_window)
                 self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
             body = self.lower(stmt.body, inner_stages)
+            pre = []
             for name in set(self.alias) | set(alias_before):
                 if self.alias.get(name) is alias_before.get(name):
                     continue
-                first = next((kind for n, kind in self.events[first_event:] if n == name), "use")
+                kinds = [kind for n, kind in self.events[first_event:] if n == name]
+                first = kinds[0] if kinds else "use"
+                if first != "def" and "def" not in kinds and name not in alias_before and name not in REDUCE_KINDS:
+                    # the reader fills it before the loop and every iteration updates it in place (a running top-k
+                    # masking its maxima): compute copies it into its own CB once, before the loop, and the loop
+                    # reads and updates that copy
+                    new = self.alias[name]
+                    body = _rename_reads(body, self.cbs[name].buffer, new)
+                    self.cb(self.cbs[name].buffer).consumer.add("compute")
+                    self.cbs[new.name].consumer.add("compute")
+                    self.inherit(new.name, name)
+                    pre.append(call(TTOps.eltwise, self.cb_index_placeholder(new),
+                                    tirx.BufferLoad(self.cbs[name].buffer, [0, 0]), note=tilelang_text(stmt)))
+                    continue
                 if first != "def":
                     raise TTUnsupportedError(
                         f"{name} is filled by the reader and updated in place inside the loop over "
@@ -423,7 +450,8 @@ class _Lowerer(ParallelLower, IrregularLower):
                         construct=describe(stmt), source=self.src,
                         fix="accumulate in a T.alloc_fragment (T.clear it before the loop) instead of the shared "
                             "buffer the reader fills")
-            return tirx.For(stmt.loop_var, lo, extent, stmt.kind, body, None, stmt.annotations)
+            loop_ = tirx.For(stmt.loop_var, lo, extent, stmt.kind, body, None, stmt.annotations)
+            return tirx.SeqStmt(pre + [loop_]) if pre else loop_
         if isinstance(stmt, tirx.Bind):
             # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on; float
             # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them. A value
@@ -609,7 +637,7 @@ class _Lowerer(ParallelLower, IrregularLower):
                 role, depth = "output", 2
             index = self._allocate_index(role, used)
             fmt = TILE_FORMATS[self.cb_formats[name]] if name in self.cb_formats else \
-                data_format(buf.dtype, f"tile buffer {name}", self.src)
+                tile_format(buf.dtype, f"tile buffer {name}", self.src)
             rows_e, cols_e = static_shape(buf, self.src)
             rows, cols = tile_shape_2d((rows_e, cols_e))
             block_tiles = rows * cols
@@ -649,6 +677,7 @@ def _resolve_names(stmt, table):
 
 
 def memory_space_lower(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
+    check_int_ranges(func, source_of(func))
     lowerer = _Lowerer(func, device)
     body = lowerer.lower(func.body, 2)
     table = lowerer.cb_table()

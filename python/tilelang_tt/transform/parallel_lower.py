@@ -15,7 +15,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from ..device import SCALAR_ELEMENT_FORMATS
+from ..device import INT_OUTPUT_FORMATS, SCALAR_ELEMENT_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
 from .common import (TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
@@ -345,6 +345,8 @@ class ParallelLower:
             if is_store:
                 info.producer.add("compute")
                 info.consumer.add("writer")
+                if str(buf.dtype) in INT_OUTPUT_FORMATS:    # an int32 tensor: packed as Int32 (after a typecast)
+                    self.tensor_cb_format(buf, tile.name, "output", win, what)
                 after.append(call(TTOps.write_block, self.cb_index_placeholder(tile), *args, note=note))
             else:
                 info.producer.add("reader")

@@ -30,7 +30,7 @@ from tvm import tirx
 from tvm.ir import Op
 
 from .. import attrs
-from ..device import CB_INT_FORMATS, DeviceProfile
+from ..device import CB_INT_FORMATS, TILE_INT_AS_FLOAT, DeviceProfile
 from ..errors import TTUnsupportedError
 from ..compute_config import exact_reduce
 from ..formats import data_format
@@ -155,6 +155,8 @@ class _Tensorizer:
                     fix=fix_read + "; packed sub-byte weights are unpacked on the host when written in TileLang's "
                     "(B_shared[i, j // 2] >> (4 * (j % 2))) & 15 form")
 
+        if self.is_int(dst) and self.cb[dst]["dtype"] in TILE_INT_AS_FLOAT:
+            return      # an int32 tensor's values, computed in Float32 (bounded below 2^24: int_range.py)
         if self.is_int(dst):
             if not (isinstance(expr, tirx.Cast) and str(expr.dtype) == self.cb[dst]["dtype"]
                     and str(expr.value.dtype).startswith(("float", "bfloat"))):

@@ -162,7 +162,7 @@ uint32_t cb_tile_value(uint32_t cb, uint32_t tile_index, uint32_t element_offset
     // (and hands it to MATH and PACK by mailbox); only meaningful for a CB of 32-bit words (Int32, or Float32 read as
     // its bits), on waited pages.
     CBState& s = cb_of(cb, line);
-    if (s.fmt != hw::kInt32 && s.fmt != hw::kFloat32) {
+    if (s.fmt != kInt32 && s.fmt != kFloat32) {
         kernel_error(line, format("read_tile_value(%u): CB %u holds %s data, not the 32-bit words the value is "
                                   "read as", cb, cb, fmt_name(s.fmt)));
     }

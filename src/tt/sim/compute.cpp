@@ -65,10 +65,11 @@ void check_init_format(int configured, uint32_t cb, const char* reg, const char*
 }
 
 void require_float_cb(uint32_t cb, uint32_t line, const char* op) {
-    if (cb_of(cb, line).fmt != kUInt8) return;
-    kernel_error(line, format("%s reads CB %u (UInt8): the emulator models integer tiles on the copy_tile + "
+    const uint8_t fmt = cb_of(cb, line).fmt;
+    if (!int_format(fmt)) return;
+    kernel_error(line, format("%s reads CB %u (%s): the emulator models integer tiles on the copy_tile + "
                               "typecast_tile path only (the FPU's integer math is not emulated); copy_tile the tile "
-                              "and convert it with typecast_tile<UInt8, Float32>", op, cb));
+                              "and convert it with typecast_tile", op, cb, fmt_name(fmt)));
 }
 
 void after_math(ComputeState& c, float* tile) {
@@ -237,16 +238,17 @@ void pack_tile(uint32_t dst, uint32_t cb, uint32_t out_index, bool out_of_order,
                                   s.reserved));
     }
     const float* tile = dst_tile(c, dst, line, "pack_tile");
-    if (c.defined[dst] && c.integer[dst] != (s.fmt == kUInt8)) {
+    if (c.defined[dst] && c.integer[dst] != int_format(s.fmt)) {
         kernel_error(line, format("pack_tile of DST[%u], which holds %s, into CB %u (%s): %s", dst,
                                   c.integer[dst] ? "32-bit integers" : "floats", cb, fmt_name(s.fmt),
                                   c.integer[dst] ? "the packer would take the integers' bits for floats; convert "
-                                                   "them with typecast_tile<UInt8, Float32> first"
-                                                 : "the packer reads DST as 32-bit integers for a UInt8 CB (the "
-                                                   "floats' bits); convert with typecast_tile<Float32, UInt8> first"));
+                                                   "them with typecast_tile<..., Float32> first"
+                                                 : "the packer reads DST as 32-bit integers for an integer CB (the "
+                                                   "floats' bits); convert with typecast_tile<Float32, ...> first"));
     }
-    if (s.fmt == kUInt8 && (c.l1_acc || !c.fp32_acc)) {
-        kernel_error(line, format("pack_tile into CB %u (UInt8) with %s: not supported for integer tiles", cb,
+    if (int_format(s.fmt) && (c.l1_acc || !c.fp32_acc)) {
+        kernel_error(line, format("pack_tile into CB %u (%s) with %s: not supported for integer tiles", cb,
+                                  fmt_name(s.fmt),
                                   c.l1_acc ? "L1 accumulation (pack_reconfig_l1_acc(1))" : "fp32_dest_acc_en off"));
     }
     const uint32_t page = (s.wr_ptr + slot) % s.num_pages;
@@ -327,16 +329,17 @@ void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     check_src_format(c.srca, cb, "SrcA", line, "copy_tile");
     const uint8_t* src = front_tile(cb, tile, line, "copy_tile");
     float* out = dst_tile(c, dst, line, "copy_tile");
-    const bool integer = cur().core->cbs[cb].fmt == kUInt8;
+    const uint8_t fmt = cur().core->cbs[cb].fmt;
+    const bool integer = int_format(fmt);
     if (integer && !c.fp32_acc) {
-        kernel_error(line, format("copy_tile of CB %u (UInt8) with fp32_dest_acc_en off: the unpacker and math "
+        kernel_error(line, format("copy_tile of CB %u (integers) with fp32_dest_acc_en off: the unpacker and math "
                                   "move integer tiles into DST as 32-bit values, and the LLK asserts FP32 Dest "
                                   "mode for Int8/UInt8/Int32 data (llk_unpack_common.h, llk_math_common.h); set "
                                   "ComputeConfig.fp32_dest_acc_en", cb));
     }
     if (!sim().protocol_only) {
         if (integer) {
-            unpack_tile(src, kUInt8, out);   // each byte zero-extended (ALU_FORMAT_SPEC_REG0_SrcAUnsigned)
+            unpack_tile(src, fmt, out);   // UInt8: each byte zero-extended (ALU_FORMAT_SPEC_REG0_SrcAUnsigned)
         } else {
             unpack_a2d(c, cb, src, out);
             after_math(c, out);

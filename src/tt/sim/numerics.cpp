@@ -130,6 +130,8 @@ void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
         std::memcpy(out, src, tile_bytes(kFloat32));
     } else if (fmt == kUInt8) {   // DST integers: each byte zero-extended to 32 bits (the float carries its bits)
         for (uint32_t i = 0; i < kTileElems; ++i) out[i] = u2f(src[i]);
+    } else if (fmt == kInt32) {   // DST integers: the 32-bit words (the float carries their bits)
+        std::memcpy(out, src, tile_bytes(kInt32));
     } else if (fmt == kFloat16_b) {
         const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
         for (uint32_t i = 0; i < kTileElems; ++i) out[i] = bf16_to_float(h[i]);
@@ -169,6 +171,8 @@ void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst, bool fp32_acc) 
         std::memcpy(dst, in, tile_bytes(kFloat32));
     } else if (fmt == kUInt8) {   // DST integers (0..255 after typecast_tile<..., UInt8>): the low byte
         for (uint32_t i = 0; i < kTileElems; ++i) dst[i] = static_cast<uint8_t>(f2u(in[i]) & 0xffu);
+    } else if (fmt == kInt32) {   // DST integers (typecast_tile<..., Int32>): the 32-bit words
+        std::memcpy(dst, in, tile_bytes(kInt32));
     } else if (fmt == kFloat16_b) {
         uint16_t* h = reinterpret_cast<uint16_t*>(dst);
         for (uint32_t i = 0; i < kTileElems; ++i) h[i] = float_to_bf16_packer(in[i]);

@@ -190,13 +190,17 @@ void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32
 // Float16_b (the byte of a UInt8 CB as two's complement): calculate_typecast_int8_to_fp32, (byte ^ 0x80) - 128,
 // exact for -128..127. Float -> UInt8:
 // calculate_typecast_fp32_to_uint8: |x| truncated toward zero (exponents below 0 give 0), negated for x < 0, the
-// low byte of that two's complement value; exponents >= 31 (|x| >= 2^31, Inf, NaN) give 0.
+// low byte of that two's complement value; exponents >= 31 (|x| >= 2^31, Inf, NaN) give 0. Float -> Int32:
+// calculate_typecast_fp32_to_int32: truncated toward zero, saturated (|x| >= 2^31 and Inf give INT_MIN / INT_MAX
+// by sign; NaN by its sign bit, as the mantissa shift leaves it).
 void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line) {
     ComputeState& c = cs(line);
     const bool from_int = in_fmt == kTypecastUInt8 || in_fmt == kTypecastInt8;
     const bool from_int8 = in_fmt == kTypecastInt8;
+    const bool to_int32 = out_fmt == kTypecastInt32;
     const char* op = from_int8 ? "typecast_tile<Int8, float>"
-                     : from_int ? "typecast_tile<UInt8, float>" : "typecast_tile<float, UInt8>";
+                     : from_int ? "typecast_tile<UInt8, float>"
+                                : to_int32 ? "typecast_tile<float, Int32>" : "typecast_tile<float, UInt8>";
     require_math(c, line, op);
     float* t = dst_tile(c, dst, line, op);
     if (!c.defined[dst]) sfpu_read(c, dst, line, op);   // the undefined-DST error
@@ -220,6 +224,17 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
                 t[i] = static_cast<float>((byte ^ 0x80) - 128);   // -128..127: exact in Float32 and Float16_b
             } else if (from_int) {
                 t[i] = static_cast<float>(f2u(t[i]));   // 0..255: exact in Float32 and Float16_b
+            } else if (to_int32) {
+                const float x = t[i];
+                int32_t v;
+                if (std::isnan(x)) {
+                    v = std::signbit(x) ? INT32_MIN : INT32_MAX;
+                } else if (std::fabs(x) >= 2147483648.0f) {
+                    v = x < 0 ? INT32_MIN : INT32_MAX;
+                } else {
+                    v = static_cast<int32_t>(std::trunc(x));
+                }
+                t[i] = u2f(static_cast<uint32_t>(v));
             } else {
                 const float x = t[i];
                 uint32_t byte = 0;

@@ -44,9 +44,13 @@ using hw::Fmt;
 using hw::kFloat16;
 using hw::kFloat16_b;
 using hw::kFloat32;
+using hw::kInt32;
 using hw::kUInt8;
 using hw::kTypecastInt8;
 using hw::kTypecastUInt8;
+using hw::kTypecastInt32;
+// CB formats whose tiles reach DST as 32-bit integers (copy_tile) and are packed from them: UInt8, Int32
+inline bool int_format(uint8_t fmt) { return fmt == kUInt8 || fmt == kInt32; }
 using hw::kMaxCBs;
 using hw::kTileElems;
 constexpr uint32_t kDramBase = 0x1000;    // first DRAM address the emulator's allocator hands out
