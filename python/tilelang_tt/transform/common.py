@@ -275,6 +275,10 @@ SCALER = "reduce_scaler"     # the CB of the reduce scaler tile (TensorizeTT add
 BINARY = {tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.Div: "div"}   # TIR node -> the TT binary op
 
 
+SCOPE_SHARED = "shared.dyn"          # T.alloc_shared
+SCOPE_FRAGMENT = "local.fragment"    # T.alloc_fragment
+
+
 def has_load(expr) -> bool:
     """True when ``expr`` reads a buffer."""
     found = []

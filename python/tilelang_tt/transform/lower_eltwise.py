@@ -70,7 +70,7 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     if not frag:
         out.append(Call("cb_reserve_back", (cb_d, rows * cols), note))
 
-    windows = _windows(lw, expr, note)
+    windows = _windows(lw, expr, note, d_name)
 
     def tile(r, c):
         ev = _Eval(lw, d_name, r, c, reads_dest, note, windows)
@@ -101,15 +101,20 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     return out
 
 
-def _windows(lw, expr, note: str) -> dict:
-    """Leaves read at a tile-aligned window of a larger fragment (``BufferLoad(frag, [row, col])`` with an origin
-    other than [0, 0], from MemorySpaceLowerTT): name -> the window's first tile (row, col)."""
+def _windows(lw, expr, note: str, dest: str) -> dict:
+    """Leaves read at a tile-aligned window of a larger fragment (``BufferLoad(frag, [row, col])``, from
+    MemorySpaceLowerTT: an origin other than [0, 0], or [0, 0] in a buffer larger than the destination):
+    name -> the window's first tile (row, col)."""
     found: dict = {}
+    want = lw.cbs[dest]["shape"]
 
     def visit(n):
         if not isinstance(n, tirx.BufferLoad) or len(n.indices) != 2:
             return
         if all(isinstance(i, tirx.IntImm) and int(i.value) == 0 for i in n.indices):
+            have = lw.cbs[n.buffer.name]["shape"] if n.buffer.name in lw.cbs else want
+            if all(h >= w for h, w in zip(have, want)) and list(have) != list(want):
+                found[n.buffer.name] = (0, 0)
             return
         origin = tuple(lw.expr(tirx.floordiv(i, 32)) for i in n.indices)
         if n.buffer.name in found and any(not tirx.analysis.expr_deep_equal(a, b)

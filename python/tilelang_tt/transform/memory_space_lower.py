@@ -43,14 +43,12 @@ from ..device import FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS, TILE_FORMATS, D
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format, tile_format
 from ..intrinsics import TTOps, call
-from .common import (TILE, TileOps, decode_region, describe, has_load, is_global, prim_func_pass, source_of,
-                     static_shape, tile_op_call, tile_shape_2d, tilelang_text)
+from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load, is_global,
+                     prim_func_pass, source_of, static_shape, tile_op_call, tile_shape_2d, tilelang_text)
 from .int_range import check_int_ranges
 from .irregular_lower import IrregularLower
 from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
 
-SCOPE_SHARED = "shared.dyn"
-SCOPE_FRAGMENT = "local.fragment"
 _ROLE_BASE = {"input": 0, "output": 16, "intermediate": 24, "scratch": 24}
 
 

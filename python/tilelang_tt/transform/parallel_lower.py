@@ -18,7 +18,7 @@ from tvm import tirx
 from ..device import INT_OUTPUT_FORMATS, SCALAR_ELEMENT_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
-from .common import (TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
+from .common import (SCOPE_FRAGMENT, TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
                      tilelang_text, transform)
 
 INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
@@ -293,6 +293,8 @@ class ParallelLower:
             if not is_global(buf):
                 buf = self.current(buf) if not is_store else buf
                 bshape = static_shape(buf, self.src)
+                if not is_store and self.tile_window(buf, dims, window, bshape):
+                    return window_of(buf, dims, window)
                 for (v, off), n, w in zip(dims, bshape, window):
                     if n != w or not self.analyzer.can_prove(off == 0):
                         raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
@@ -303,6 +305,21 @@ class ParallelLower:
                 self.cb(buf).consumer.add("compute")
                 return buf
             return stage(buf, dims, window, is_store)
+
+        def window_of(buf, dims, window):
+            """``x[i, j + D // 2]``: a tile-aligned window of tile buffer ``buf``, copied into a window-shaped
+            compute CB before the nest (an eltwise copy of those tiles), which the body reads whole."""
+            origin = [self.plain.simplify(off) for _, off in dims]
+            key = f"W:{buf.name}:{origin}"
+            if key not in staged:
+                win = self.staging_buffer(buf, window[0], window[1], "win", scope=SCOPE_FRAGMENT)
+                self.cbs[win.name].producer.add("compute")
+                self.cb(buf).consumer.add("compute")
+                before.append(call(TTOps.eltwise, self.cb_index_placeholder(win), tirx.BufferLoad(buf, origin),
+                                   note=note))
+                staged[key] = win
+            self.cb(staged[key]).consumer.add("compute")
+            return staged[key]
 
         def transposed(buf, indices, dims):
             """``X[j, i]`` in a nest storing ``[i, j]``: the block is read as it lies, then transposed tile by
@@ -392,6 +409,15 @@ class ParallelLower:
         for lp in reversed(loops):
             nest = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, nest)
         return before + [nest] + after
+
+    def tile_window(self, buf, dims, window, shape) -> bool:
+        """Whether ``buf`` indexed by ``dims`` over ``window`` is a tile-aligned window of it other than the whole
+        buffer: whole tiles per axis, at offsets that are multiples of 32, inside the buffer."""
+        if tuple(window) == tuple(shape) and all(self.analyzer.can_prove(off == 0) for _, off in dims):
+            return False
+        return all(w % TILE == 0 and self.analyzer.can_prove(tirx.floormod(off, TILE) == 0)
+                   and self.analyzer.can_prove(off >= 0) and self.analyzer.can_prove(off + w <= n)
+                   for (_, off), w, n in zip(dims, window, shape))
 
     def index_values(self, value, dst_dims, vars_, what):
         """A loop variable used as a value (a causal mask's ``q_idx = bx * 64 + i``) reads a constant index tile
