@@ -68,15 +68,6 @@ def many_buffers(n, tmp_dir):
     return module.k
 
 
-def deep_chain(depth):
-    def body(a, b):
-        e = T.exp(a)
-        for _ in range(depth):
-            e = T.exp(a) * (e + b)
-        return e
-    return eltwise(body)
-
-
 def schedule(**kw):
     return eltwise(annotate=lambda A, B, C: T.annotate_tt_schedule(**kw), M=128, N=128, grid=(4, 4))
 
@@ -321,8 +312,6 @@ CASES = [
      r"circular buffers need \d+ bytes of L1 per core, more than the 1393312 bytes a kernel can use on wormhole_b0"),
     ("too_many_cbs", lambda tmp: many_buffers(40, tmp), {}, TTUnsupportedError,
      r"more than 32 circular buffers are needed.*wormhole_b0 has 32 CBs"),
-    ("dst_capacity", lambda: deep_chain(9), {}, TTUnsupportedError,
-     r"the expression needs \d+ DST tiles, more than the 4 available"),
     ("block_not_whole_tiles", lambda: gemm(block=48, M=96, N=96, K_=96), {}, TTShapeError,
      r"tile buffer A_s has shape \[48, 48\]: an extent above 32 that is not a multiple of 32 makes blocks straddle "
      r"32x32 tiles.*fix: use 32 or 64"),

@@ -5,7 +5,9 @@ In:  a PrimFunc after MemorySpaceLowerTT (``tt.cb`` present; remaining ``tl.tile
      buffers).
 Out: ``T.clear``/``T.fill`` -> ``tilelang_tt.fill``; ``T.gemm`` -> ``tilelang_tt.matmul`` (blocks of any
      multiple of 32; ``transpose_B`` via the in1 transpose of ``matmul_init``); each ``T.Parallel`` nest ->
-     ``tilelang_tt.eltwise(dst_cb, expr)`` whose leaves are ``BufferLoad(tile buffer, [0, 0])`` and scalars;
+     ``tilelang_tt.eltwise(dst_cb, expr)`` whose leaves are ``BufferLoad(tile buffer, [0, 0])`` and scalars (an
+     expression needing more DST slots than the device has first computes its largest part that fits into a
+     compute-owned ``<dst>_spillN`` CB, Float32 with a 32-bit DST, by an eltwise of its own: ``spill``);
      ``reduce`` gets the reduce scaler CB and, for min / abs kinds, a compute scratch CB, unless it takes the exact
      fp32 SFPU path (``compute_config.exact_reduce``: Float32 data, fp32 DST, ``allow_tf32`` off), which needs neither.
 Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets ``residency`` ("dst": the
@@ -19,8 +21,8 @@ Integer tiles (``device.CB_INT_FORMATS``, uint8): DST must be 32-bit (``fp32_des
      the user turned it off); a T.Parallel reads a uint8 tile only directly under a cast to a float dtype and writes
      one only as ``T.Cast("uint8", float expression)`` (LowerToTTProgram emits the ``typecast_tile`` pair).
 Errors (TTUnsupportedError): gemm shapes that do not agree; ``clear_accum`` on a
-     fragment that is not DST resident; elementwise operators with no TT intrinsic; an expression needing
-     more DST slots than the device has; a uint8 tile read other than under a float cast, written other than as
+     fragment that is not DST resident; elementwise operators with no TT intrinsic; no CB left for a spill;
+     a uint8 tile read other than under a float cast, written other than as
      a cast of a float value, or used by T.gemm / a reduction; uint8 with ``fp32_dest_acc=False``.
 """
 
@@ -335,9 +337,59 @@ class _Tensorizer:
             return None
 
         expr = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), None, post, ["tirx.BufferLoad"]).value
+        note = f"T.Parallel: {tilelang_text(store)}"
+        spills = []
+        while dst_slots(expr) > self.cap:      # DST pressure: a subexpression goes to a CB first
+            expr, piece = self.spill(expr, store.buffer.name, what, note, path)
+            spills.append(piece)
         self.check_expr(expr, what, store.buffer.name)
         self.ops.append(("eltwise", store.buffer.name, path, expr))
-        return call(TTOps.eltwise, self.index(store.buffer), expr, note=f"T.Parallel: {tilelang_text(store)}")
+        op = call(TTOps.eltwise, self.index(store.buffer), expr, note=note)
+        return tirx.SeqStmt(spills + [op]) if spills else op
+
+    def spill(self, expr, dest: str, what: str, note: str, path):
+        """``expr`` needs more DST slots than there are: its largest subexpression that fits (the most slots, the
+        first in evaluation order) is computed into a compute-owned CB shaped like ``dest`` (Float32 when DST is
+        32-bit, else the destination's format) by an eltwise of its own, and read back as a tile. Returns the
+        rewritten expression and that eltwise."""
+        subs = []
+
+        def visit(n):
+            if isinstance(n, tirx.PrimExpr) and not isinstance(n, tirx.BufferLoad) and not is_scalar(n) and \
+                    str(n.dtype) != "bool" and dst_slots(n) <= self.cap:
+                subs.append(n)
+
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
+        if not subs:
+            raise TTUnsupportedError(f"the expression needs {dst_slots(expr)} DST tiles, more than the {self.cap} "
+                                     "available, and no part of it fits", construct=what, source=self.src,
+                                     fix="split the expression over two T.Parallel loops")
+        best = max(subs, key=dst_slots)
+        k = sum(1 for n in self.cb if n.startswith(f"{dest}_spill"))
+        name = f"{dest}_spill{k}"
+        like = self.cb[dest]
+        dtype = "float32" if self.fp32_acc else like["dtype"]
+        fmt = data_format(dtype, f"tile buffer {name}", self.src)
+        used = {int(e["index"]) for e in self.cb.values()}
+        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
+        if not free:
+            raise TTUnsupportedError(f"no circular buffer left for {name}", construct=what, source=self.src)
+        self.cb[name] = {**like, "index": free[0], "role": "intermediate", "producer": ["compute"],
+                         "consumer": ["compute"], "dtype": dtype, "format": fmt.name, "page_size": fmt.tile_bytes,
+                         "depth_blocks": 1, "num_pages": like["block_tiles"],
+                         "bytes": like["block_tiles"] * fmt.tile_bytes}
+        self.cb[name].pop("subblock", None)
+        self.cb[name].pop("residency", None)
+        buf = tirx.decl_buffer(like["shape"], dtype, name, scope="local.fragment")
+        self.check_expr(best, what, None)
+        self.ops.append(("eltwise", name, path, best))
+        piece = call(TTOps.eltwise, free[0], best, note=f"{note} (a part of it, through {name})")
+        load = tirx.BufferLoad(buf, [tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)])
+        rewritten = tirx.stmt_functor.ir_transform(
+            tirx.Evaluate(expr), None, lambda n: load if n.same_as(best) else None,
+            ["tirx.Add", "tirx.Sub", "tirx.Mul", "tirx.Div", "tirx.Call", "tirx.Select", "tirx.Max", "tirx.Min",
+             "tirx.Cast"]).value
+        return rewritten, piece
 
     def choose_residency(self, packer_l1_acc: bool = True):
         """DST residency for the (single) accumulator whose life is fill -> matmul* -> one copy-out; how every
