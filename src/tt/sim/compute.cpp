@@ -332,10 +332,10 @@ void copy_tile(uint32_t cb, uint32_t tile, uint32_t dst, uint32_t line) {
     const uint8_t fmt = cur().core->cbs[cb].fmt;
     const bool integer = int_format(fmt);
     if (integer && !c.fp32_acc) {
-        kernel_error(line, format("copy_tile of CB %u (integers) with fp32_dest_acc_en off: the unpacker and math "
+        kernel_error(line, format("copy_tile of CB %u (%s) with fp32_dest_acc_en off: the unpacker and math "
                                   "move integer tiles into DST as 32-bit values, and the LLK asserts FP32 Dest "
                                   "mode for Int8/UInt8/Int32 data (llk_unpack_common.h, llk_math_common.h); set "
-                                  "ComputeConfig.fp32_dest_acc_en", cb));
+                                  "ComputeConfig.fp32_dest_acc_en", cb, fmt_name(fmt)));
     }
     if (!sim().protocol_only) {
         if (integer) {
