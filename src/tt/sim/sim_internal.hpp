@@ -59,6 +59,13 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string env_or(const char* name, const std::string& fallback);
 
 // ---- data formats and numerics (numerics.cpp) ----------------------------------------------------------
+// A whole-tile loop compiled for AVX-512, AVX2 and baseline x86-64, the CPU's best picked at load time (the same
+// element-wise operations in each, and no multiply-add is fused: -ffp-contract=off, so the results are identical).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TT_SIM_TILE_LOOP __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define TT_SIM_TILE_LOOP
+#endif
 uint32_t tile_bytes(uint8_t fmt);
 const char* fmt_name(uint8_t fmt);
 inline float u2f(uint32_t u) {
