@@ -272,7 +272,8 @@ struct Program {
 struct Device {
     ArchInfo arch = hw::kArchs[0];
     int arch_index = 0;
-    std::vector<std::vector<uint8_t>> dram_banks, l1_banks;
+    // each bank's bytes, zero until written; buffer_create reserves a bank's whole extent, so writes never move it
+    std::vector<std::vector<uint8_t, ZeroedAllocator<uint8_t>>> dram_banks, l1_banks;
     uint32_t dram_next = kDramBase, l1_next = kL1BufferBase;
     bool open = false;
     std::vector<std::unique_ptr<Core>> run_cores;   // cores of the last run, for the report
