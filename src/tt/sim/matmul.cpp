@@ -28,15 +28,15 @@ namespace {
 
 constexpr uint32_t kT = 32;                // tile side
 constexpr uint32_t kMaxTileBytes = 4096;   // the largest tile (Float32)
-constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~8 KB each, allocated on use)
+constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~6 KB each, allocated on use)
 
 // One operand tile prepared for the product: row-major [row][k] (in0) or [k][col] (in1, transposed if asked).
 struct Prepared {
     alignas(32) float hi[kT * kT];   // the operand bits the phases use
     std::unique_ptr<float[]> lo;     // HiFi3 only: the low part of the skipped phase's operand
     uint32_t tag = ~0u;              // how it was prepared (see prep_tag); ~0u: empty
-    uint32_t bytes = 0;
-    uint8_t raw[kMaxTileBytes];      // the L1 bytes it was prepared from
+    std::vector<uint8_t> raw;        // the L1 bytes it was prepared from (the tile's size: every page allocated
+                                     // is a page the process faults in, so a 2-byte format's slot holds 2 KB)
 };
 
 std::vector<std::unique_ptr<Prepared>>& cache(bool srca) {   // in1's (SrcA) or in0's (SrcB): never the same slot
@@ -69,11 +69,10 @@ const Prepared& operand(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t p
     if (!slot) slot.reset(new Prepared);   // default-initialised: the arrays are written before they are read
     Prepared& p = *slot;
     if (n > kMaxTileBytes) die(format("matmul_tiles: %u-byte tiles exceed the operand cache's %u", n, kMaxTileBytes));
-    if (p.tag == tag && p.bytes == n && std::memcmp(p.raw, bytes, n) == 0) return p;
+    if (p.tag == tag && p.raw.size() == n && std::memcmp(p.raw.data(), bytes, n) == 0) return p;
     prepare(bytes, fmt, srca, ph, transpose, src, p);
-    std::memcpy(p.raw, bytes, n);
+    p.raw.assign(bytes, bytes + n);
     p.tag = tag;
-    p.bytes = n;
     return p;
 }
 
