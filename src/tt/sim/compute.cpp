@@ -197,7 +197,7 @@ void tile_regs_acquire(uint32_t line) {
     // substitutes -inf itself) and the packer as 0, so the storage is zero (the `capacity` tiles dst_tile lets the
     // kernel address); SFPU reads of it are refused. Every access to DST goes through dst_tile, so the tiles it
     // handed out since the last acquire are the only ones that can be non-zero.
-    for (uint32_t i = 0; i < 16; ++i) {
+    for (uint32_t i = 0; i < c.capacity; ++i) {
         if (c.dirty >> i & 1u) std::fill_n(c.dst.data() + static_cast<size_t>(i) * kTileElems, kTileElems, 0.0f);
     }
     c.dirty = 0;

@@ -132,9 +132,9 @@ std::vector<std::unique_ptr<Task>> prepare_run(int device, int program) {
             for (size_t cb = 0; cb < k->spec.unpack_to_dest.size() && cb < kMaxCBs; ++cb) {
                 if (k->spec.unpack_to_dest[cb]) t->compute.unpack_to_dest |= uint64_t{1} << cb;
             }
-            if (k->spec.compute) t->compute.dst.resize(16 * kTileElems);   // zero (calloc)
             t->compute.capacity = (k->spec.fp32_dest_acc_en ? dev.arch.dst_tiles_fp32 : dev.arch.dst_tiles) *
                                    (k->spec.dst_full_sync_en ? 2u : 1u);
+            if (k->spec.compute) t->compute.dst.resize(size_t{t->compute.capacity} * kTileElems);   // zero (calloc)
             t->stack.resize(512 * 1024);
             getcontext(&t->ctx);
             t->ctx.uc_stack.ss_sp = t->stack.data();

@@ -215,7 +215,7 @@ struct KernelImage {
 struct ComputeState {
     bool fp32_acc = false;
     uint32_t capacity = 8;
-    std::vector<float, ZeroedAllocator<float>> dst;   // 16 tiles, zero; allocated for compute tasks only
+    std::vector<float, ZeroedAllocator<float>> dst;   // `capacity` tiles, zero; allocated for compute tasks only
     uint32_t dirty = 0;   // bit i: DST tile i was handed out (dst_tile) since tile_regs_acquire() last zeroed it
     enum class Phase { Idle, Math, Committed, Packing } phase = Phase::Idle;
     bool started = false;
