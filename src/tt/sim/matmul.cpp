@@ -59,12 +59,16 @@ void prepare(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool tra
     matmul_operand(t, srca, ph, transpose, p.hi, p.lo.get());
 }
 
-// The prepared operand of the L1 tile at `bytes`: from the cache when its slot holds the same bytes prepared the
-// same way, else prepared into the slot.
-const Prepared& operand(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, uint32_t src) {
+// The prepared operand of the L1 tile at `bytes` (`l1_addr` in its core's L1): from the cache when its slot holds
+// the same bytes prepared the same way, else prepared into the slot. The slot is chosen by the L1 address alone,
+// not by the core: the cores of a program run the same kernels on the same CB layout, so the slots one core's
+// tiles use are the ones every core's use (the cache spans one core's working set, not every core's), and a tile
+// multicast to several cores sits at the same address in each, where it is found prepared.
+const Prepared& operand(const uint8_t* bytes, uint32_t l1_addr, uint8_t fmt, bool srca, uint32_t ph, bool transpose,
+                        uint32_t src) {
     const uint32_t n = tile_bytes(fmt);
     const uint32_t tag = prep_tag(fmt, srca, ph, transpose, src);
-    const uint64_t h = (reinterpret_cast<uintptr_t>(bytes) >> 5) * 0x9E3779B97F4A7C15ull;
+    const uint64_t h = (uint64_t{l1_addr} >> 5) * 0x9E3779B97F4A7C15ull;
     std::unique_ptr<Prepared>& slot = cache(srca)[(h >> 40) % kCacheSlots];
     if (!slot) slot.reset(new Prepared);   // default-initialised: the arrays are written before they are read
     Prepared& p = *slot;
@@ -232,8 +236,9 @@ void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t
         const Core& core = *cur().core;
         const uint32_t ph = c.fidelity_phases;
         const uint32_t src = (c.fp32_acc ? 1u : 0u) | (c.fp16_src ? 2u : 0u);
-        const Prepared& a = operand(tiles.x, core.cbs[in0].fmt, false, ph, false, src);
-        const Prepared& b = operand(tiles.y, core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, src);
+        const auto addr = [&](const uint8_t* p) { return static_cast<uint32_t>(p - core.l1.data()); };
+        const Prepared& a = operand(tiles.x, addr(tiles.x), core.cbs[in0].fmt, false, ph, false, src);
+        const Prepared& b = operand(tiles.y, addr(tiles.y), core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, src);
         // accumulates into DST; an undefined (acquired, unwritten) tile reads as 0, the storage's value
         kProduct(a, b, tiles.out, ph == 3);
         after_math(c, tiles.out);
