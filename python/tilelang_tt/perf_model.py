@@ -46,7 +46,7 @@ from pathlib import Path
 from . import mesh_model
 from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE_MATMUL_FLOPS, get_perf
 from .intrinsics import CALLS
-from .work_counts import CoreWork, StaticCountError, program_work, static_work
+from .work_counts import CoreWork, StaticCountError, program_work, shared_static_work, static_work
 
 __all__ = ["CoreWork", "StaticCountError", "program_work", "static_work", "evaluate", "model_for_artifact",
            "model_for_run", "model_of", "protocol_report", "summary"]
@@ -263,6 +263,29 @@ def counter_work(plan: dict, report: dict, static: list[CoreWork] | None = None)
     return works
 
 
+_COUNTERS = ("dram_read_bytes", "dram_write_bytes", "noc_read_bytes", "noc_write_bytes", "matmul_tiles", "tile_ops",
+             "packs")   # what counter_work reads of a core's counters
+
+
+def counter_groups(plan: dict, report: dict, static=None) -> list[tuple[CoreWork, int]]:
+    """``group_works(counter_work(plan, report, static))``, with each distinct core's work built once: a core's
+    work depends only on its counters (``_COUNTERS``) and its static work, so cores equal in both share it (a
+    64-core GEMM has a handful of distinct cores)."""
+    by_core = {tuple(w.core): w for w in static or []}
+    firsts: dict[tuple, list] = {}    # (counters, static work) -> [first core's counters, cores]
+    for c in report.get("cores", []):
+        s = by_core.get(tuple(c["core"]))
+        key = (tuple(c[k] for k in _COUNTERS),
+               None if s is None else (s.signature(), s.matmul_unpack_bytes))   # all of s but its core
+        firsts.setdefault(key, [c, 0])[1] += 1
+    reps = list(firsts.values())
+    works = counter_work(plan, {"cores": [c for c, _ in reps]}, static)
+    groups: dict[tuple, list] = {}    # as group_works: by signature, in the order of each one's first core
+    for w, (_, n) in zip(works, reps):
+        groups.setdefault(w.signature(), [w, 0])[1] += n
+    return [(w, n) for w, n in groups.values()]
+
+
 # ---- entry points -------------------------------------------------------------------------------------------
 def plan_fidelity(plan: dict) -> str:
     return plan["kernels"]["compute"].get("math_fidelity", plan.get("math_fidelity", "HiFi4"))
@@ -308,8 +331,15 @@ def modeled_work(artifact_dir: Path, plan: dict, report: dict | None = None) -> 
     """The per-core work the model of the artifact (``report`` None) or of a run prices, and where its counts come
     from: the run's counters when the report has them, else the static walk (which raises ``StaticCountError``,
     ``KeyError``, ``ValueError`` or ``SyntaxError`` when it cannot count)."""
+    return _modeled(artifact_dir, plan, report, counter_work, lambda works: works)
+
+
+def _modeled(artifact_dir: Path, plan: dict, report: dict | None, from_counters, from_static):
+    """``modeled_work``, its per-core works made by ``from_counters(plan, report, static)`` or, from the static
+    walk, ``from_static(works)`` (``counter_groups`` and ``group_works`` for the grouped cores ``model_of``
+    prices)."""
     try:
-        static = static_work(artifact_dir, plan)
+        static = shared_static_work(artifact_dir, plan)
     except (StaticCountError, KeyError, ValueError, SyntaxError):
         if report is None:
             raise
@@ -317,14 +347,14 @@ def modeled_work(artifact_dir: Path, plan: dict, report: dict | None = None) -> 
     works = []
     if report is not None:
         try:
-            works = counter_work(plan, report, static)
+            works = from_counters(plan, report, static)
         except (KeyError, TypeError):     # a report without the emulator's per-core counters (e.g. a device run)
             works = []
     if works:
         return works, "emulator counters" + (" (protocol-only run)" if report.get("protocol_only") else "")
     if static is None:
-        return modeled_work(artifact_dir, plan)
-    return static, STATIC_SOURCE
+        return _modeled(artifact_dir, plan, None, from_counters, from_static)
+    return from_static([w.copy() for w in static]), STATIC_SOURCE
 
 
 def model_for_artifact(artifact_dir: Path, plan: dict | None = None) -> dict:
@@ -349,10 +379,12 @@ def model_of(artifact_dir: Path, plan: dict | None = None, report: dict | None =
     plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
     arch = plan["device"]["arch"]
     try:
-        works, source = modeled_work(artifact_dir, plan, report)
+        groups, source = _modeled(artifact_dir, plan, report, counter_groups, group_works)
     except (StaticCountError, KeyError, ValueError, SyntaxError) as err:
         return _static_unavailable(arch, err)
-    return _with_saving(evaluate(works, arch, plan_fidelity(plan), source), plan)
+    if not groups:
+        raise ValueError("no per-core work to model")   # as evaluate()
+    return _with_saving(evaluate_groups(groups, arch, plan_fidelity(plan), source), plan)
 
 
 def protocol_report(artifact_dir: Path, plan: dict | None = None) -> dict:

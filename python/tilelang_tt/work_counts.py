@@ -258,6 +258,12 @@ def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
 
 def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
     """Per-core work of the artifact, counted from its program (``tt.program.json``) and the plan's mapping."""
+    return [w.copy() for w in shared_static_work(artifact_dir, plan)]
+
+
+def shared_static_work(artifact_dir: Path, plan: dict | None = None) -> tuple[CoreWork, ...]:
+    """``static_work`` without the copies: the cached records themselves, which the caller reads and never
+    modifies (the performance model of a run only reads them)."""
     artifact_dir = Path(artifact_dir)
     plan = plan or json.loads((artifact_dir / "tt.plan.json").read_text())
     path = artifact_dir / "tt.program.json"
@@ -265,8 +271,8 @@ def static_work(artifact_dir: Path, plan: dict | None = None) -> list[CoreWork]:
         raise StaticCountError(f"{path} does not exist")
     if plan["schedule"].get("dynamic") or not plan["mapping"]:
         raise StaticCountError("the schedule is computed at launch (symbolic shapes)")
-    # every emulate() models its run from these counts: counted once per (program, plan), copied per caller
-    return [w.copy() for w in _static_work(path.read_text(), json.dumps(plan, sort_keys=True))]
+    # every emulate() models its run from these counts: counted once per (program, plan)
+    return _static_work(path.read_text(), json.dumps(plan, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=16)

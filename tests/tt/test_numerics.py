@@ -426,6 +426,27 @@ def test_matmul_runs_the_fidelity_phases(artifact, monkeypatch, fidelity):
         assert (np.abs(hifi4 - want) > tol).any()
 
 
+@pytest.mark.parametrize("fidelity", sorted(PHASES))
+def test_matmul_product_is_the_same_at_every_vector_width(artifact, monkeypatch, fidelity):
+    # matmul.cpp computes the 32x32x32 product 16 columns at a time (AVX-512), 8 (AVX2) or with the baseline
+    # build; TT_SIM_PRODUCT picks a narrower one. Each element is the same operations in the same order in all of
+    # them (no fused multiply-add), so they agree bit for bit -- also where products underflow (rows 16-31 of A
+    # scaled by 2^-70: products near 2^-140 are denormals a fused multiply-add would not round) and in a 16-bit DST.
+    a, b = random_tiles(12)
+    a[16:] *= np.float32(2.0**-70)
+    b *= np.float32(2.0**-70)
+    for fp32 in (True, False):
+        out = {}
+        for width in ("generic", "avx2", ""):
+            monkeypatch.setenv("TT_SIM_PRODUCT", width)
+            out[width] = run(artifact, monkeypatch, OP_MATMUL, a, b, fidelity=fidelity, fp32=fp32)
+        monkeypatch.delenv("TT_SIM_PRODUCT")
+        if fp32:       # (a 16-bit DST flushes them)
+            assert (out[""][16:] != 0).any() and (np.abs(out[""][16:]) < 2.0**-126).any()
+        for width in ("generic", "avx2"):
+            np.testing.assert_array_equal(bits(out[width]), bits(out[""]), err_msg=f"{width}, fp32 DST {fp32}")
+
+
 def test_matmul_prepares_an_unchanged_tile_again_for_a_transposed_init(artifact, monkeypatch):
     # tt-sim caches matmul operands by their L1 bytes (matmul.cpp); the same bytes with in1 transposed are
     # another operand: C = A @ B + A @ B^T, not 2 A @ B

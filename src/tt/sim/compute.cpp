@@ -24,6 +24,7 @@ float* dst_tile(ComputeState& c, uint32_t dst, uint32_t line, const char* op) {
         kernel_error(line, format("%s: DST index %u exceeds the %u tiles DST holds%s", op, dst, c.capacity,
                                   c.fp32_acc ? " with fp32 accumulation" : ""));
     }
+    c.dirty |= 1u << dst;
     return c.dst.data() + static_cast<size_t>(dst) * kTileElems;
 }
 
@@ -195,9 +196,12 @@ void tile_regs_acquire(uint32_t line) {
     if (c.phase != ComputeState::Phase::Idle) kernel_error(line, "tile_regs_acquire() while DST is already acquired");
     // Pack release leaves DST undefined: FPU ops read it as their identity (0 for sums and matmul; reduce MAX
     // substitutes -inf itself) and the packer as 0, so the storage is zero (the `capacity` tiles dst_tile lets the
-    // kernel address); SFPU reads of it are refused.
-    const size_t used = std::min(c.dst.size(), static_cast<size_t>(c.capacity) * kTileElems);
-    std::fill(c.dst.begin(), c.dst.begin() + static_cast<std::ptrdiff_t>(used), 0.0f);
+    // kernel address); SFPU reads of it are refused. Every access to DST goes through dst_tile, so the tiles it
+    // handed out since the last acquire are the only ones that can be non-zero.
+    for (uint32_t i = 0; i < c.capacity; ++i) {
+        if (c.dirty >> i & 1u) std::fill_n(c.dst.data() + static_cast<size_t>(i) * kTileElems, kTileElems, 0.0f);
+    }
+    c.dirty = 0;
     c.defined.fill(false);
     c.integer.fill(false);
     c.phase = ComputeState::Phase::Math;

@@ -34,7 +34,7 @@ inline float srcb_operand(float b, uint32_t phases) { return phases <= 2 ? maske
 
 }  // namespace
 
-void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc, bool fp16_src) {
+TT_SIM_TILE_LOOP void narrow_to_src(float* tile, uint8_t cb_fmt, bool fp32_acc, bool fp16_src) {
     if (cb_fmt != kFloat32) return;   // Float16_b, Float16 (and BFP via BF16) reach Src exactly
     if (fp16_src) {   // the program has a Float16 CB: Float32 CBs unpack to FP16 (TT_KERNEL_PATTERNS.md 5b)
         for (uint32_t i = 0; i < kTileElems; ++i) tile[i] = fp32_to_fp16_src(tile[i]);
@@ -56,7 +56,7 @@ float fidelity_mul(float a, float b, uint32_t phases) {
     return A * b - a_lo * b_lo;   // phases 0-2: everything but A_lo * B_lo
 }
 
-void matmul_operand(const float* tile, bool srca, uint32_t phases, bool transpose, float* hi, float* lo) {
+TT_SIM_TILE_LOOP void matmul_operand(const float* tile, bool srca, uint32_t phases, bool transpose, float* hi, float* lo) {
     float rows[kTileElems];   // row-major [row][col], or [col][row] transposed
     for (uint32_t r = 0; r < 32; ++r) {
         if (transpose) {

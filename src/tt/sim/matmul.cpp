@@ -3,7 +3,8 @@
 // in0 goes through SrcB, in1 through SrcA; each operand is reduced to the bits its fidelity phases use
 // (fidelity.cpp), and HiFi3 is A * B minus the phase it skips, A_lo * B_lo. Every term is exact in fp32, and each
 // output element sums its 32 terms in k order 0..31 before it is added to DST (the definition the numerics tests
-// pin down; the columns of an output row are independent, so they are computed 8 at a time).
+// pin down; the columns of an output row are independent, so they are computed 16 at a time with AVX-512, 8 with
+// AVX2).
 //
 // Speed: preparing an operand (unpack, narrowing into SrcA/SrcB, the phase masks, row-major layout, in1's
 // transpose) costs about as much as the product, and a blocked GEMM multiplies each operand tile several times
@@ -14,6 +15,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "compute_internal.hpp"
@@ -26,15 +28,15 @@ namespace {
 
 constexpr uint32_t kT = 32;                // tile side
 constexpr uint32_t kMaxTileBytes = 4096;   // the largest tile (Float32)
-constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~8 KB each, allocated on use)
+constexpr uint32_t kCacheSlots = 256;      // prepared operands kept per operand (~6 KB each, allocated on use)
 
 // One operand tile prepared for the product: row-major [row][k] (in0) or [k][col] (in1, transposed if asked).
 struct Prepared {
     alignas(32) float hi[kT * kT];   // the operand bits the phases use
     std::unique_ptr<float[]> lo;     // HiFi3 only: the low part of the skipped phase's operand
     uint32_t tag = ~0u;              // how it was prepared (see prep_tag); ~0u: empty
-    uint32_t bytes = 0;
-    uint8_t raw[kMaxTileBytes];      // the L1 bytes it was prepared from
+    std::vector<uint8_t> raw;        // the L1 bytes it was prepared from (the tile's size: every page allocated
+                                     // is a page the process faults in, so a 2-byte format's slot holds 2 KB)
 };
 
 std::vector<std::unique_ptr<Prepared>>& cache(bool srca) {   // in1's (SrcA) or in0's (SrcB): never the same slot
@@ -57,45 +59,58 @@ void prepare(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool tra
     matmul_operand(t, srca, ph, transpose, p.hi, p.lo.get());
 }
 
-// The prepared operand of the L1 tile at `bytes`: from the cache when its slot holds the same bytes prepared the
-// same way, else prepared into the slot.
-const Prepared& operand(const uint8_t* bytes, uint8_t fmt, bool srca, uint32_t ph, bool transpose, uint32_t src) {
+// The prepared operand of the L1 tile at `bytes` (`l1_addr` in its core's L1): from the cache when its slot holds
+// the same bytes prepared the same way, else prepared into the slot. The slot is chosen by the L1 address alone,
+// not by the core: the cores of a program run the same kernels on the same CB layout, so the slots one core's
+// tiles use are the ones every core's use (the cache spans one core's working set, not every core's), and a tile
+// multicast to several cores sits at the same address in each, where it is found prepared.
+const Prepared& operand(const uint8_t* bytes, uint32_t l1_addr, uint8_t fmt, bool srca, uint32_t ph, bool transpose,
+                        uint32_t src) {
     const uint32_t n = tile_bytes(fmt);
     const uint32_t tag = prep_tag(fmt, srca, ph, transpose, src);
-    const uint64_t h = (reinterpret_cast<uintptr_t>(bytes) >> 5) * 0x9E3779B97F4A7C15ull;
+    const uint64_t h = (uint64_t{l1_addr} >> 5) * 0x9E3779B97F4A7C15ull;
     std::unique_ptr<Prepared>& slot = cache(srca)[(h >> 40) % kCacheSlots];
     if (!slot) slot.reset(new Prepared);   // default-initialised: the arrays are written before they are read
     Prepared& p = *slot;
     if (n > kMaxTileBytes) die(format("matmul_tiles: %u-byte tiles exceed the operand cache's %u", n, kMaxTileBytes));
-    if (p.tag == tag && p.bytes == n && std::memcmp(p.raw, bytes, n) == 0) return p;
+    if (p.tag == tag && p.raw.size() == n && std::memcmp(p.raw.data(), bytes, n) == 0) return p;
     prepare(bytes, fmt, srca, ph, transpose, src, p);
-    std::memcpy(p.raw, bytes, n);
+    p.raw.assign(bytes, bytes + n);
     p.tag = tag;
-    p.bytes = n;
     return p;
 }
 
-typedef float v8 __attribute__((vector_size(32)));   // 8 columns; loaded with memcpy (no alignment assumed)
-// v8 is passed only between always-inlined helpers of this file, so the AVX argument-passing ABI never applies.
+typedef float v8 __attribute__((vector_size(32)));    // 8 columns; loaded with memcpy (no alignment assumed)
+typedef float v16 __attribute__((vector_size(64)));   // 16 columns: one face row
+// v8 / v16 are passed only between always-inlined helpers of this file, so the AVX argument-passing ABI never applies.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 // out (a DST tile, face layout) += a x b, a [row][k], b [k][col]; HiFi3 subtracts a_lo x b_lo term by term.
-// Written out so that the accumulators stay in registers: two output rows (8 vectors of 8 columns) at a time,
-// one row at HiFi3 (its b_lo vectors take the registers).
-inline __attribute__((always_inline)) v8 load8(const float* p) {
-    v8 v;
+// Written out so that the accumulators stay in registers. Each output element is the same sequence of operations
+// whatever the vector width (its products rounded, then added in k order 0..31, then added to DST), so the widths
+// agree bit for bit.
+template <typename V>
+inline __attribute__((always_inline)) V load(const float* p) {
+    V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
+template <typename V>
+inline __attribute__((always_inline)) void add_to(float* p, V v) {
+    const V s = load<V>(p) + v;
+    std::memcpy(p, &s, sizeof s);
+}
+
+// 8 columns at a time (AVX2, or SSE from the generic build): two output rows (8 vectors) at a time, one row at
+// HiFi3 (its b_lo vectors take the registers).
 inline __attribute__((always_inline)) void add_row(float* out, uint32_t r, v8 c0, v8 c1, v8 c2, v8 c3) {
     float* lo = out + face_index(r, 0);    // columns 0-15: face (r/16, 0)
     float* hi = out + face_index(r, 16);   // columns 16-31: face (r/16, 1)
-    const v8 s0 = load8(lo) + c0, s1 = load8(lo + 8) + c1, s2 = load8(hi) + c2, s3 = load8(hi + 8) + c3;
-    std::memcpy(lo, &s0, sizeof s0);
-    std::memcpy(lo + 8, &s1, sizeof s1);
-    std::memcpy(hi, &s2, sizeof s2);
-    std::memcpy(hi + 8, &s3, sizeof s3);
+    add_to(lo, c0);
+    add_to(lo + 8, c1);
+    add_to(hi, c2);
+    add_to(hi + 8, c3);
 }
 
 template <bool kHiFi3>
@@ -106,10 +121,10 @@ inline __attribute__((always_inline)) void product_body(const Prepared& a, const
             for (uint32_t k = 0; k < kT; ++k) {
                 const float av = a.hi[r * kT + k], av_lo = a.lo[r * kT + k];
                 const float *bk = b.hi + k * kT, *bl = b.lo.get() + k * kT;
-                c0 += av * load8(bk) - av_lo * load8(bl);
-                c1 += av * load8(bk + 8) - av_lo * load8(bl + 8);
-                c2 += av * load8(bk + 16) - av_lo * load8(bl + 16);
-                c3 += av * load8(bk + 24) - av_lo * load8(bl + 24);
+                c0 += av * load<v8>(bk) - av_lo * load<v8>(bl);
+                c1 += av * load<v8>(bk + 8) - av_lo * load<v8>(bl + 8);
+                c2 += av * load<v8>(bk + 16) - av_lo * load<v8>(bl + 16);
+                c3 += av * load<v8>(bk + 24) - av_lo * load<v8>(bl + 24);
             }
             add_row(out, r, c0, c1, c2, c3);
         }
@@ -120,7 +135,7 @@ inline __attribute__((always_inline)) void product_body(const Prepared& a, const
         for (uint32_t k = 0; k < kT; ++k) {
             const float av = a.hi[r * kT + k], aw = a.hi[(r + 1) * kT + k];
             const float* bk = b.hi + k * kT;
-            const v8 b0 = load8(bk), b1 = load8(bk + 8), b2 = load8(bk + 16), b3 = load8(bk + 24);
+            const v8 b0 = load<v8>(bk), b1 = load<v8>(bk + 8), b2 = load<v8>(bk + 16), b3 = load<v8>(bk + 24);
             c0 += av * b0;
             c1 += av * b1;
             c2 += av * b2;
@@ -135,8 +150,61 @@ inline __attribute__((always_inline)) void product_body(const Prepared& a, const
     }
 }
 
-// No FMA in either build: a fused multiply-add would not round a product that underflows, and the definition
-// rounds every product before it is added.
+// 16 columns at a time (AVX-512): a face row is one vector; four output rows (8 vectors) at a time, two at HiFi3.
+inline __attribute__((always_inline)) void add_row16(float* out, uint32_t r, v16 c0, v16 c1) {
+    add_to(out + face_index(r, 0), c0);
+    add_to(out + face_index(r, 16), c1);
+}
+
+template <bool kHiFi3>
+inline __attribute__((always_inline)) void product_body16(const Prepared& a, const Prepared& b, float* out) {
+    if (kHiFi3) {
+        for (uint32_t r = 0; r < kT; r += 2) {
+            v16 c0 = {}, c1 = {}, d0 = {}, d1 = {};
+            for (uint32_t k = 0; k < kT; ++k) {
+                const float av = a.hi[r * kT + k], av_lo = a.lo[r * kT + k];
+                const float aw = a.hi[(r + 1) * kT + k], aw_lo = a.lo[(r + 1) * kT + k];
+                const float *bk = b.hi + k * kT, *bl = b.lo.get() + k * kT;
+                const v16 b0 = load<v16>(bk), b1 = load<v16>(bk + 16), l0 = load<v16>(bl), l1 = load<v16>(bl + 16);
+                c0 += av * b0 - av_lo * l0;
+                c1 += av * b1 - av_lo * l1;
+                d0 += aw * b0 - aw_lo * l0;
+                d1 += aw * b1 - aw_lo * l1;
+            }
+            add_row16(out, r, c0, c1);
+            add_row16(out, r + 1, d0, d1);
+        }
+        return;
+    }
+    for (uint32_t r = 0; r < kT; r += 4) {
+        v16 c0 = {}, c1 = {}, d0 = {}, d1 = {}, e0 = {}, e1 = {}, f0 = {}, f1 = {};
+        for (uint32_t k = 0; k < kT; ++k) {
+            const float* ak = a.hi + r * kT + k;
+            const float* bk = b.hi + k * kT;
+            const v16 b0 = load<v16>(bk), b1 = load<v16>(bk + 16);
+            c0 += ak[0] * b0;
+            c1 += ak[0] * b1;
+            d0 += ak[kT] * b0;
+            d1 += ak[kT] * b1;
+            e0 += ak[2 * kT] * b0;
+            e1 += ak[2 * kT] * b1;
+            f0 += ak[3 * kT] * b0;
+            f1 += ak[3 * kT] * b1;
+        }
+        add_row16(out, r, c0, c1);
+        add_row16(out, r + 1, d0, d1);
+        add_row16(out, r + 2, e0, e1);
+        add_row16(out, r + 3, f0, f1);
+    }
+}
+
+// No FMA in any build (the library is compiled with -ffp-contract=off, and AVX-512F has FMA instructions): a fused
+// multiply-add would not round a product that underflows, and the definition rounds every product before it is added.
+__attribute__((target("avx512f"))) void product_avx512(const Prepared& a, const Prepared& b, float* out, bool hifi3) {
+    if (hifi3) product_body16<true>(a, b, out);
+    else product_body16<false>(a, b, out);
+}
+
 __attribute__((target("avx2"))) void product_avx2(const Prepared& a, const Prepared& b, float* out, bool hifi3) {
     if (hifi3) product_body<true>(a, b, out);
     else product_body<false>(a, b, out);
@@ -147,7 +215,15 @@ void product_generic(const Prepared& a, const Prepared& b, float* out, bool hifi
     else product_body<false>(a, b, out);
 }
 
-const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+using Product = void (*)(const Prepared&, const Prepared&, float*, bool);
+// TT_SIM_PRODUCT=avx2|generic picks a narrower version (the tests compare them bit for bit)
+Product pick_product() {
+    const std::string want = env_or("TT_SIM_PRODUCT", "");
+    if (__builtin_cpu_supports("avx512f") && want.empty()) return product_avx512;
+    if (__builtin_cpu_supports("avx2") && (want.empty() || want == "avx2")) return product_avx2;
+    return product_generic;
+}
+const Product kProduct = pick_product();
 
 }  // namespace
 
@@ -160,10 +236,11 @@ void matmul_tiles(uint32_t in0, uint32_t in1, uint32_t t0, uint32_t t1, uint32_t
         const Core& core = *cur().core;
         const uint32_t ph = c.fidelity_phases;
         const uint32_t src = (c.fp32_acc ? 1u : 0u) | (c.fp16_src ? 2u : 0u);
-        const Prepared& a = operand(tiles.x, core.cbs[in0].fmt, false, ph, false, src);
-        const Prepared& b = operand(tiles.y, core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, src);
+        const auto addr = [&](const uint8_t* p) { return static_cast<uint32_t>(p - core.l1.data()); };
+        const Prepared& a = operand(tiles.x, addr(tiles.x), core.cbs[in0].fmt, false, ph, false, src);
+        const Prepared& b = operand(tiles.y, addr(tiles.y), core.cbs[in1].fmt, true, ph, c.matmul_transpose != 0, src);
         // accumulates into DST; an undefined (acquired, unwritten) tile reads as 0, the storage's value
-        (kHasAvx2 ? product_avx2 : product_generic)(a, b, tiles.out, ph == 3);
+        kProduct(a, b, tiles.out, ph == 3);
         after_math(c, tiles.out);
     }
     wrote(c, dst);

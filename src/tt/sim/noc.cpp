@@ -42,7 +42,7 @@ uint8_t* page_ptr(Buffer& b, uint32_t page, uint32_t offset, uint32_t size, uint
     const uint32_t nbanks = static_cast<uint32_t>(banks.size());
     auto& bank = banks[page % nbanks];
     const uint64_t at = b.base + static_cast<uint64_t>(page / nbanks) * b.aligned_page + offset;
-    if (at + size > bank.size()) bank.resize(at + size, 0);
+    if (at + size > bank.size()) bank.resize(at + size);   // zero (ZeroedAllocator: the pages the run touches)
     return bank.data() + at;
 }
 
@@ -339,6 +339,7 @@ int buffer_create(int device, uint64_t size, uint32_t page_size, bool dram) {
     uint32_t& next = dram ? dev.dram_next : dev.l1_next;
     b.base = next;
     next = static_cast<uint32_t>(next + per_bank + align);
+    for (auto& bank : dram ? dev.dram_banks : dev.l1_banks) bank.reserve(b.base + per_bank);
     b.device = device;
     b.fmt = host_buffer_format(static_cast<size_t>(dev.buffers_created++));   // per chip: the mesh buffer's index
     sim().buffers.push_back(b);

@@ -123,7 +123,7 @@ inline float round_to(float v, uint8_t fmt) {
 
 }  // namespace
 
-void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
+TT_SIM_TILE_LOOP void unpack_tile(const uint8_t* src, uint8_t fmt, float* out) {
     if (bfp::is_bfp(fmt)) {
         bfp::unpack_bfp_tile(src, fmt, out);   // BFP8ToBF16: exact BF16 values (blockfloat.cpp)
     } else if (fmt == kFloat32) {
@@ -154,7 +154,7 @@ float fp32_to_fp16_src(float v) {
     return u2f(u & 0xffffe000u);                                           // 10 mantissa bits, truncated
 }
 
-void round_packed(float* tile, uint8_t fmt, bool fp32_acc) {
+TT_SIM_TILE_LOOP void round_packed(float* tile, uint8_t fmt, bool fp32_acc) {
     if (fmt == kFloat16_b) {
         for (uint32_t i = 0; i < kTileElems; ++i) tile[i] = bf16_to_float(float_to_bf16_packer(tile[i]));
     } else if (fmt == kFloat16 && fp32_acc) {
@@ -164,7 +164,7 @@ void round_packed(float* tile, uint8_t fmt, bool fp32_acc) {
     }
 }
 
-void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst, bool fp32_acc) {
+TT_SIM_TILE_LOOP void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst, bool fp32_acc) {
     if (bfp::is_bfp(fmt)) {
         bfp::pack_bfp_tile(in, fmt, dst);      // the packer's E8M6 + shared-exponent rounding (blockfloat.cpp)
     } else if (fmt == kFloat32) {
@@ -186,7 +186,7 @@ void pack_tile_bytes(const float* in, uint8_t fmt, uint8_t* dst, bool fp32_acc) 
 }
 
 
-void round_tile(float* tile, uint8_t fmt) {
+TT_SIM_TILE_LOOP void round_tile(float* tile, uint8_t fmt) {
     if (fmt == kFloat32) return;
     if (fmt == kFloat16_b) {   // float_to_bf16 without branches, so that the loop vectorises (after every FPU op)
         for (uint32_t i = 0; i < kTileElems; ++i) {

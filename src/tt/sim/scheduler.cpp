@@ -134,6 +134,7 @@ std::vector<std::unique_ptr<Task>> prepare_run(int device, int program) {
             }
             t->compute.capacity = (k->spec.fp32_dest_acc_en ? dev.arch.dst_tiles_fp32 : dev.arch.dst_tiles) *
                                    (k->spec.dst_full_sync_en ? 2u : 1u);
+            if (k->spec.compute) t->compute.dst.resize(size_t{t->compute.capacity} * kTileElems);   // zero (calloc)
             t->stack.resize(512 * 1024);
             getcontext(&t->ctx);
             t->ctx.uc_stack.ss_sp = t->stack.data();

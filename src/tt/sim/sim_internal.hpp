@@ -63,6 +63,13 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string env_or(const char* name, const std::string& fallback);
 
 // ---- data formats and numerics (numerics.cpp) ----------------------------------------------------------
+// A whole-tile loop compiled for AVX-512, AVX2 and baseline x86-64, the CPU's best picked at load time (the same
+// element-wise operations in each, and no multiply-add is fused: -ffp-contract=off, so the results are identical).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TT_SIM_TILE_LOOP __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define TT_SIM_TILE_LOOP
+#endif
 uint32_t tile_bytes(uint8_t fmt);
 const char* fmt_name(uint8_t fmt);
 inline float u2f(uint32_t u) {
@@ -212,7 +219,8 @@ struct KernelImage {
 struct ComputeState {
     bool fp32_acc = false;
     uint32_t capacity = 8;
-    std::vector<float, ZeroedAllocator<float>> dst = std::vector<float, ZeroedAllocator<float>>(16 * kTileElems);
+    std::vector<float, ZeroedAllocator<float>> dst;   // `capacity` tiles, zero; allocated for compute tasks only
+    uint32_t dirty = 0;   // bit i: DST tile i was handed out (dst_tile) since tile_regs_acquire() last zeroed it
     enum class Phase { Idle, Math, Committed, Packing } phase = Phase::Idle;
     bool started = false;
     int srca = -1, srcb = -1, pack = -1;   // CB whose format the unpacker / packer is configured for
@@ -268,7 +276,8 @@ struct Program {
 struct Device {
     ArchInfo arch = hw::kArchs[0];
     int arch_index = 0;
-    std::vector<std::vector<uint8_t>> dram_banks, l1_banks;
+    // each bank's bytes, zero until written; buffer_create reserves a bank's whole extent, so writes never move it
+    std::vector<std::vector<uint8_t, ZeroedAllocator<uint8_t>>> dram_banks, l1_banks;
     uint32_t dram_next = kDramBase, l1_next = kL1BufferBase;
     bool open = false;
     std::vector<std::unique_ptr<Core>> run_cores;   // cores of the last run, for the report
