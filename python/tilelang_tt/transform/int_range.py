@@ -99,11 +99,10 @@ def _children(stmt):
         return [stmt.block.body]
     if isinstance(stmt, tirx.SBlock):
         return [stmt.body]
-    if isinstance(stmt, (tirx.AttrStmt, tirx.Allocate, tirx.LetStmt)) and hasattr(stmt, "body"):
-        return [stmt.body]
     if isinstance(stmt, tirx.IfThenElse):
         return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
-    return []
+    body = getattr(stmt, "body", None)     # AttrStmt and the other single-body statements
+    return [body] if isinstance(body, tirx.Stmt) else []
 
 
 def _bound(value, loops, lets, bound, stmt, src) -> int:
