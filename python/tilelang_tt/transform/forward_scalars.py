@@ -63,7 +63,7 @@ def _stores(stmt, scalars) -> set:
 
 
 def _only_scalar_code(stmt, scalars) -> bool:
-    """Stores to scalar locals, their lets, ifs and serial loops, and nothing else."""
+    """Stores to scalar locals, in ifs and serial loops, and nothing else."""
     if isinstance(stmt, tirx.SeqStmt):
         return all(_only_scalar_code(s, scalars) for s in stmt.seq)
     if isinstance(stmt, tirx.BufferStore):
