@@ -119,9 +119,22 @@ def test_int_tiles_without_a_bound_are_refused():
             for i in T.Parallel(32):
                 Out[bx * 32 + i] = r[i]
 
+    @T.prim_func
+    def large(X: T.Tensor((32, 64), "float32"), Out: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=128) as bx:
+            c = T.alloc_fragment((32, 64), "int32")
+            r = T.alloc_fragment((32,), "int32")
+            for i, j in T.Parallel(32, 64):
+                c[i, j] = j * 1000000       # bounded, but 63000000 is not exact in Float32
+            T.reduce_max(c, r, dim=1)
+            for i in T.Parallel(32):
+                Out[bx * 32 + i] = r[i]
+
     with pytest.raises(TTUnsupportedError, match=r"int32 tile buffer c may hold values up to \d+ in magnitude: "
                                                  r"int32 tiles compute in Float32, exact only below 2\^24"):
         tilelang.compile(grows, target="tt")
+    with pytest.raises(TTUnsupportedError, match=r"int32 tile buffer c may hold values up to 63000000 in magnitude"):
+        tilelang.compile(large, target="tt")
     with pytest.raises(TTUnsupportedError, match=r"the int32 value `T.Cast\(\"int32\", x\[i, j\]\)` has no known "
                                                  r"bound"):
         tilelang.compile(from_float, target="tt")
