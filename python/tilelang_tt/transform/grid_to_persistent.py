@@ -128,6 +128,21 @@ def _order_exprs(bid, grid_y: int, grid_x: int, k: int | None):
     return binds, band * k + tirx.floordiv(in_group, group_w), group * k + tirx.floormod(in_group, group_w)
 
 
+def _launches(stmt) -> list:
+    """The outermost grid loops under ``stmt`` (one per ``T.Kernel``), wherever blocks or attributes wrap them."""
+    found = []
+
+    def visit(node):
+        if isinstance(node, tirx.For) and node.thread_binding is not None and \
+                str(node.thread_binding.thread_tag) in _GRID_TAGS:
+            found.append(node)
+            return node          # stop: the loops inside belong to this launch
+        return None
+
+    tirx.stmt_functor.ir_transform(stmt, visit, None, ["tirx.For"])
+    return found
+
+
 def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     src = source_of(func)
     body = func.body
@@ -156,10 +171,8 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
                                   fix="every grid dimension needs at least one block")
         grid[tag] = (body.loop_var, extent)
         body = body.body
-    launches = [st for st in (body.seq if isinstance(body, tirx.SeqStmt) else [])
-                if isinstance(st, tirx.For) and st.thread_binding is not None
-                and str(st.thread_binding.thread_tag) in _GRID_TAGS]
-    if not grid and len(launches) > 1:
+    launches = _launches(body) if not grid else []
+    if len(launches) > 1:
         raise TTUnsupportedError(
             f"{len(launches)} T.Kernel launches in one function: a TT program runs one kernel grid",
             construct="T.Kernel", source=src,
