@@ -37,6 +37,17 @@ _artifact.write_artifact = _recording_write
 _codegen.write_artifact = _recording_write
 
 
+@pytest.fixture(autouse=True)
+def _seeded_torch(request):
+    """Every test draws the same random inputs on every run and under any worker split: an error bound that
+    holds for one draw and not another is found once, by whoever changes the test, not by CI at random."""
+    import zlib
+
+    import torch
+
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
 @pytest.fixture
 def artifact_root(tmp_path, monkeypatch):
     root = tmp_path / "artifacts"

@@ -96,6 +96,17 @@ def attention_error_bound(q, k, v, ref, causal, layout, fidelity="HiFi2", chunk=
     return 2.0 ** -8 * ref.abs() + rel * attention_ref(q, k, v.abs(), causal, layout)
 
 
+def gemm_error_bound(a, b, fidelity="HiFi2"):
+    """Element-wise bound of a bf16 ``T.gemm`` with an fp32 accumulator and a bf16 output against a @ b in fp32
+    (docs/usage.md, Precision): at LoFi/HiFi2 in0 reaches SrcB with 7 of its 8 significant bits, so each product
+    may lose 2^-7 of itself (2^-7 (|a| @ |b|)); the fp32 sums add ~K 2^-24 of the same; the bf16 output rounds
+    once (2^-8 |a @ b|)."""
+    ref = a.float() @ b.float()
+    terms = a.float().abs() @ b.float().abs()
+    truncated = 2.0 ** -7 if fidelity in ("LoFi", "HiFi2") else 0.0
+    return 2.0 ** -8 * ref.abs() + (truncated + a.shape[-1] * 2.0 ** -24) * terms
+
+
 def broken_copy(artifact_dir, dest, rel, old, new):
     """A copy of an artifact at ``dest`` with ``old`` (which must occur once in ``rel``) replaced by ``new``: a
     seeded bug for the emulator's checks."""
