@@ -9,8 +9,9 @@ against the formula (Q and O once, K and V once per visited (Q chunk, K/V chunk)
 does), our modeled time; and, on the same shape, grid and dtype, the same
 performance model applied to TTNN's SDPA program (tilelang_tt/ttnn_reference.py: q chunk 256, k chunk 512,
 HiFi2) and our time over TTNN's (a model against a model). The published times of tt-metal's SDPA on a p100a (2.27 ms on
-11x10, 2.99 ms on 8x8, S=4096, causal) are printed as they are, beside neither ratio: they are measurements on a
-board whose DRAM is 448 GB/s where the blackhole profile is a p150 (512 GB/s). --protocol also runs tt-sim
+11x10, 2.99 ms on 8x8, S=4096, causal) are printed as they are, beside neither ratio, next to both models run again
+with the p100a's DRAM (448 GB/s; the blackhole profile is a p150, 512 GB/s). "query heads per block": the query
+heads of a GQA group SDPAFusionTT put in one block (K/V read once for them). --protocol also runs tt-sim
 protocol-only (counts without math) and prints its DRAM and matmul-tile counters beside the formula.
 """
 
@@ -25,6 +26,8 @@ import tilelang  # noqa: E402
 
 import tilelang_tt  # noqa: E402,F401
 from examples import kernels as K  # noqa: E402
+from tilelang_tt import device  # noqa: E402
+from tilelang_tt import perf_model as pm  # noqa: E402
 from tilelang_tt import ttnn_reference as ref  # noqa: E402
 
 PUBLISHED_MS = {None: 2.27, 64: 2.99}     # PERF_ANCHORS sec. 5: p100a, 11x10 / 8x8, S=4096 causal [P] S17 #56898
@@ -45,24 +48,33 @@ def _protocol(kernel, dram: int, flops: int) -> None:
 
 def _line(shape: tuple, block: int, cores, causal: bool, kernel, compile_s: float) -> tuple:
     B, H, HK, S, D = shape
-    n = S // block
-    chunk_bytes = block * D * 2
     sdpa, model = kernel.plan["sdpa"], kernel.report["model"]
+    q_bytes, kv_bytes = (sdpa[f"{x}_chunk_tiles"] * 32 * D * 2 for x in ("q", "k"))
+    n = S * D * 2 // q_bytes
+    heads = sdpa.get("heads_per_block", 1)             # query heads of a K/V group per block: K/V read once for them
     pairs = sum(sdpa["work"])
-    dram = B * H * (2 * n + 2 * pairs) * chunk_bytes           # Q read + O written + K, V per pair
+    dram = B * H * 2 * n * q_bytes + B * (H // heads) * 2 * pairs * kv_bytes   # Q read + O written; K, V per pair
     minimum = B * (2 * H + 2 * HK) * S * D * 2                 # Q, O once; K, V once per K/V head
-    flops = 4 * B * H * pairs * block * block * D               # QK^T and P.V
+    q_rows, kv_rows = q_bytes // (2 * D), kv_bytes // (2 * D)
+    flops = 4 * B * H * pairs * q_rows * kv_rows * D            # QK^T and P.V
     gx, gy = (8, 8) if cores == 64 else (11, 10)
     ttnn = ref.model_sdpa(ref.SdpaConfig(B, H, HK, S, D, causal, (gx, gy)), "blackhole")
     loads = sdpa.get("core_loads")
     split = f"zigzag={sdpa['zigzag']} K/V chunks per core {loads[0]}..{loads[1]}" if loads else "plain split"
     kv_reads = model["dram_read_bytes"] - B * H * S * D * 2        # all reads but Q's
-    published = f"; published (p100a) {PUBLISHED_MS[cores]:.2f} ms" if causal and S == 4096 else ""
-    print(f"{block}x{block} {'causal' if causal else 'full  '} {len(kernel.plan['mapping']):3d} cores ({split}): "
-          f"DRAM {model['dram_bytes'] / 1e6:.1f} MB (formula {dram / 1e6:.1f}) = {model['dram_bytes'] / minimum:.1f}x "
-          f"the minimum, K/V read {kv_reads / (B * HK * S * D * 2 * 2):.1f}x their size | ours "
-          f"{model['seconds'] * 1e3:.2f} ms {model['tflops']:.1f} TFLOPS {model['bound']}-bound | TTNN's SDPA "
-          f"{ttnn['seconds'] * 1e3:.2f} ms {ttnn['bound']}-bound | time ours/TTNN "
+    published = ""
+    if causal and S == 4096:      # the published point is a p100a: both models on its DRAM, the measurement beside
+        p100a = device.board_perf("p100a")
+        works, source = pm.modeled_work(kernel.artifact_dir, kernel.plan)
+        ours = pm.evaluate(works, "blackhole", pm.plan_fidelity(kernel.plan), source, p100a)
+        theirs = ref.model_sdpa(ref.SdpaConfig(B, H, HK, S, D, causal, (gx, gy)), "blackhole", p100a)
+        published = (f"\n    p100a (448 GB/s): ours {ours['seconds'] * 1e3:.2f} ms, TTNN's SDPA modeled "
+                     f"{theirs['seconds'] * 1e3:.2f} ms | published TTNN measurement {PUBLISHED_MS[cores]:.2f} ms")
+    print(f"{block}x{block} {'causal' if causal else 'full  '} {len(kernel.plan['mapping']):3d} cores ({split}, "
+          f"{heads} query heads per block): DRAM {model['dram_bytes'] / 1e6:.1f} MB (formula {dram / 1e6:.1f}) = "
+          f"{model['dram_bytes'] / minimum:.2f}x the minimum, K/V read {kv_reads / (B * HK * S * D * 2 * 2):.1f}x "
+          f"their size | ours {model['seconds'] * 1e3:.2f} ms {model['tflops']:.1f} TFLOPS {model['bound']}-bound | "
+          f"TTNN's SDPA {ttnn['seconds'] * 1e3:.2f} ms {ttnn['bound']}-bound | time ours/TTNN "
           f"{model['seconds'] / ttnn['seconds']:.2f}x{published}; compile {compile_s:.1f} s", flush=True)
     return dram, flops
 

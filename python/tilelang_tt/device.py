@@ -36,7 +36,7 @@ tile geometry                   32x32 tiles of four 16x16 faces, faces row-major
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KIB = 1024
 
@@ -380,6 +380,21 @@ PERF: dict[str, PerfProfile] = {
         ),
     ),
 }
+
+
+# Boards of an architecture whose DRAM differs from the profile's: the published point was measured on it, so its
+# model scales the DRAM rates by the board's peak (the same achieved fraction), everything else as the profile.
+BOARD_DRAM_PEAK = {"p100a": ("blackhole", 448e9, "DRAM 448 GB/s peak, 7 banks [S] S8 (PERF_ANCHORS sec. 1)")}
+
+
+def board_perf(board: str) -> PerfProfile:
+    """The profile of ``board`` (a p100a: a Blackhole with 7 of the p150's 8 DRAM banks)."""
+    arch, peak, source = BOARD_DRAM_PEAK[board]
+    base = PERF[arch]
+    scale = peak / base.dram_peak_bw
+    return replace(base, dram_peak_bw=peak, dram_bw_bank_aware=base.dram_bw_bank_aware * scale,
+                   dram_bw_interleaved=base.dram_bw_interleaved * scale,
+                   sources=base.sources + (f"{board}: {source}; achieved rates scaled by {scale:.3f}",))
 
 
 def get_perf(arch: str) -> PerfProfile:

@@ -107,6 +107,32 @@ def gemm_error_bound(a, b, fidelity="HiFi2"):
     return 2.0 ** -8 * ref.abs() + (truncated + a.shape[-1] * 2.0 ** -24) * terms
 
 
+def run_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, causal, layout, arch, max_cores, seed=0, **kw):
+    """examples/kernels.py flash_attention compiled for (arch, max_cores) and run on random bf16 Q, K, V; its output
+    checked against torch's SDPA within ``attention_error_bound``. The kernel, for its plan and counters."""
+    import tilelang
+    import torch
+
+    from examples import kernels as K
+
+    torch.manual_seed(seed)
+    q_shape = (batch, seq_q, heads, dim) if layout == "bshd" else (batch, heads, seq_q, dim)
+    kv_shape = (batch, seq_kv, kv_heads, dim) if layout == "bshd" else (batch, kv_heads, seq_kv, dim)
+    q = torch.randn(q_shape, dtype=torch.bfloat16)
+    k, v = (torch.randn(kv_shape, dtype=torch.bfloat16) for _ in range(2))
+    o = torch.empty_like(q)
+    kernel = tilelang.compile(K.flash_attention(batch, heads, seq_q, seq_kv, dim, kv_heads=kv_heads,
+                                                is_causal=causal, layout=layout, **kw),
+                              target={"kind": "tt", "arch": arch, "max_cores": max_cores})
+    kernel(q, k, v, o)
+    ref = attention_ref(q, k, v, causal, layout)
+    bound = attention_error_bound(q, k, v, ref, causal, layout, fidelity=kernel.plan["math_fidelity"],
+                                  chunk=kernel.plan["sdpa"]["k_chunk_tiles"] * 32)
+    excess = ((o.float() - ref).abs() - bound).max().item()
+    assert excess <= 0, f"error exceeds the bound by {excess}"
+    return kernel
+
+
 def broken_copy(artifact_dir, dest, rel, old, new):
     """A copy of an artifact at ``dest`` with ``old`` (which must occur once in ``rel``) replaced by ``new``: a
     seeded bug for the emulator's checks."""

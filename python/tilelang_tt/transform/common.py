@@ -360,3 +360,31 @@ def rewrap(wrappers, stmts):
     for w in reversed(wrappers):
         body = tirx.AttrStmt(w.node, w.attr_key, w.value, body)
     return body
+
+
+def renew_vars(stmt, vmap: dict | None = None):
+    """``stmt`` with every variable it defines (loop, Bind) replaced by a fresh one, uses substituted (and the
+    substitutions of ``vmap``): a statement repeated in a function defines its own variables each time."""
+    defined = []
+
+    def collect(node):
+        if isinstance(node, tirx.For):
+            defined.append(node.loop_var)
+        elif isinstance(node, tirx.Bind):
+            defined.append(node.var)
+
+    tirx.stmt_functor.post_order_visit(stmt, collect)
+    vmap = dict(vmap or {})
+    for v in defined:
+        vmap[v] = tirx.Var(v.name, v.dtype)
+    stmt = tirx.stmt_functor.substitute(stmt, vmap)
+
+    def post(node):
+        if isinstance(node, tirx.For) and node.loop_var in vmap:
+            return tirx.For(vmap[node.loop_var], node.min, node.extent, node.kind, node.body, node.thread_binding,
+                            node.annotations)
+        if isinstance(node, tirx.Bind) and node.var in vmap:
+            return tirx.Bind(vmap[node.var], node.value)
+        return None
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.For", "tirx.Bind"])

@@ -217,10 +217,7 @@ class LowerToProgram:
                 if role == "reader":     # the reader keeps its copy and hands the page on to compute
                     pre += self._read_index(load, cidx, value, why, keep=False)
                 elif role == "compute":
-                    lane = tirx.floormod(self.expr(load.args[2]), 16)    # the element's column in its face row
-                    pre += [Call("cb_wait_front", (cidx, 1), why),
-                            Let(value, tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cidx.name), lane])),
-                            Call("cb_pop_front", (cidx, 1), why)]
+                    pre += self._take_element(load, cidx, value, why)
                 else:
                     pre += self._read_index(load, CB(f"{cidx.name[:-len('_cidx')]}_idx_w"), value, why)
             inner = body.get(role, [])
@@ -321,6 +318,14 @@ class LowerToProgram:
             calls += self._read_index(load, CB(str(load.args[3].value)), var, note)
             vmap.append((load, var))
         return calls, [_substitute(a, vmap) if isinstance(a, tirx.PrimExpr) else a for a in args]
+
+    def _take_element(self, load, cb, var, note) -> list:
+        """Compute's end of a tensor element the reader pushed into index CB ``cb``: wait for the page, ``Let`` of
+        the element read from L1 (``read_tile_value`` of its column in the face row), pop."""
+        lane = tirx.floormod(self.expr(load.args[2]), 16)
+        return [Call("cb_wait_front", (cb, 1), note),
+                Let(var, tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cb.name), lane])),
+                Call("cb_pop_front", (cb, 1), note)]
 
     def _read_index(self, load, cb, var, note, keep=True) -> list:
         """One tensor element into ``var`` through index CB ``cb``: reserve, ``read_index`` (the element's face
@@ -750,10 +755,7 @@ class LowerToProgram:
                        Call("read_index", (cb, Tensor(self.tensor_names[int(load.args[0])]), self.expr(load.args[1]),
                                            self.expr(load.args[2])), note),
                        Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, 1), note)]
-            lane = tirx.floormod(self.expr(load.args[2]), 16)    # the element's column in its face row
-            compute += [Call("cb_wait_front", (cb, 1), note),
-                        Let(value, tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cb.name), lane])),
-                        Call("cb_pop_front", (cb, 1), note)]
+            compute += self._take_element(load, cb, value, note)
             vmap.append((load, value))
         expr = _substitute(args[1], vmap) if vmap else args[1]
         out = {"compute": compute + lower_eltwise(self, self.cb_name(args[0]), expr, note)}

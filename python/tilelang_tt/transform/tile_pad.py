@@ -247,8 +247,10 @@ class _Views:
             src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
             for g, t in ((src, dst), (dst, src)):
                 if is_global(g.buffer) and not is_global(t.buffer) and len(g.buffer.shape) >= 3:
-                    self.windows.setdefault(g.buffer.data, []).append(
-                        (g.extents, self._shape2d(t.buffer), describe(stmt)))
+                    # the block is what the local side holds: a window of rows of a larger buffer (a GQA
+                    # group's query heads stacked in one block) or the whole buffer
+                    want = tuple(t.extents[-2:]) if len(t.buffer.shape) >= 2 else self._shape2d(t.buffer)
+                    self.windows.setdefault(g.buffer.data, []).append((g.extents, want, describe(stmt)))
             if len(src.buffer.shape) == 1 and len(dst.buffer.shape) == 1:
                 self.orient.union(src.buffer, dst.buffer)
             for r in (src, dst):
