@@ -388,3 +388,47 @@ def renew_vars(stmt, vmap: dict | None = None):
         return None
 
     return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.For", "tirx.Bind"])
+
+
+# ---- the T.Kernel grid nest ---------------------------------------------------------------------------------------
+GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+def grid_loops(func: tirx.PrimFunc) -> tuple[list, tirx.Stmt]:
+    """The loops of the ``T.Kernel`` nest (every loop bound to a thread tag from the top of the body, through the
+    frontend's root block realize when it allocates nothing), outermost first, and the statement inside them.
+    The passes that read the grid check the tags and extents they accept."""
+    body = func.body
+    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
+        body = body.block.body
+    loops = []
+    while isinstance(body, tirx.For) and body.thread_binding is not None:
+        loops.append(body)
+        body = body.body
+    return loops, body
+
+
+def static_grid(func: tirx.PrimFunc, tags=GRID_TAGS) -> dict | None:
+    """``{tag: (var, extent)}`` of a nest whose loops are all bound to ``tags`` with constant extents, else None."""
+    loops, _ = grid_loops(func)
+    grid = {}
+    for loop in loops:
+        tag = str(loop.thread_binding.thread_tag)
+        if tag not in tags or not isinstance(loop.extent, tirx.IntImm):
+            return None
+        grid[tag] = (loop.loop_var, int(loop.extent.value))
+    return grid or None
+
+
+def with_grid_extent(stmt, tag: str, extent: int):
+    """``stmt`` with the grid loop bound to ``tag`` running ``extent`` blocks (its binding's range too)."""
+    def post(node):
+        if node.thread_binding is None or str(node.thread_binding.thread_tag) != tag:
+            return None
+        iv = node.thread_binding
+        binding = tirx.IterVar(tvm.ir.Range(0, extent), iv.var, iv.iter_type, iv.thread_tag)
+        return tirx.For(node.loop_var, node.min, tirx.IntImm(node.extent.dtype, extent), node.kind, node.body,
+                        binding, node.annotations)
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.For"])
+

@@ -30,9 +30,8 @@ from .. import attrs
 from ..errors import TTLoweringError, TTScheduleError, TTUnsupportedError
 from ..schedule import ScheduleSpec, build_schedule, make_schedule_spec
 from ..target import TTOptions
-from .common import visit, TileOps, describe, free_vars, is_call_to, prim_func_pass, shape_vars, source_of
-
-_GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+from .common import GRID_TAGS as _GRID_TAGS
+from .common import visit, TileOps, describe, free_vars, grid_loops, is_call_to, prim_func_pass, shape_vars, source_of
 
 
 def _find_schedule_annotation(stmt) -> ScheduleSpec:
@@ -145,32 +144,27 @@ def _launches(stmt) -> list:
 
 def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     src = source_of(func)
-    body = func.body
-    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
-        body = body.block.body
-
+    loops, body = grid_loops(func)
     symbolic = shape_vars(func)
     grid: dict[str, tuple[tirx.Var, object]] = {}
-    while isinstance(body, tirx.For) and body.thread_binding is not None:
-        tag = str(body.thread_binding.thread_tag)
+    for loop in loops:
+        tag = str(loop.thread_binding.thread_tag)
         if tag not in _GRID_TAGS:
             raise TTUnsupportedError(f"loop bound to {tag} outside the T.Kernel body", construct="T.Kernel",
                                      source=src, fix="TT kernels are launched over a blockIdx grid only")
-        if not isinstance(body.extent, tirx.IntImm):
-            unknown = [v for v in free_vars(body.extent) if not any(v.same_as(s) for s in symbolic)]
+        if not isinstance(loop.extent, tirx.IntImm):
+            unknown = [v for v in free_vars(loop.extent) if not any(v.same_as(s) for s in symbolic)]
             if unknown:
-                raise TTUnsupportedError(f"grid extent {body.extent} of {tag} depends on {unknown[0]}, which is not a "
+                raise TTUnsupportedError(f"grid extent {loop.extent} of {tag} depends on {unknown[0]}, which is not a "
                                          "tensor dimension", construct="T.Kernel grid", source=src,
                                          fix="derive the grid from the tensors' (possibly T.dynamic) shapes")
-            grid[tag] = (body.loop_var, body.extent)
-            body = body.body
+            grid[tag] = (loop.loop_var, loop.extent)
             continue
-        extent = int(body.extent.value)
+        extent = int(loop.extent.value)
         if extent <= 0:
             raise TTScheduleError(f"grid extent of {tag} is {extent}", construct="T.Kernel grid", source=src,
                                   fix="every grid dimension needs at least one block")
-        grid[tag] = (body.loop_var, extent)
-        body = body.body
+        grid[tag] = (loop.loop_var, extent)
     launches = _launches(body) if not grid else []
     if len(launches) > 1:
         raise TTUnsupportedError(

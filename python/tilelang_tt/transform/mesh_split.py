@@ -39,7 +39,7 @@ from .. import attrs
 from ..errors import TTUnsupportedError
 from ..target import TTOptions, mesh_text
 from .common import TILE, TileOps, _ops_matching, decode_region, describe, is_call_to, shape_vars, source_of, \
-    tilelang_text, visit
+    tilelang_text, visit, with_grid_extent
 
 AXES = {"blockIdx.x": "x", "blockIdx.y": "y", "blockIdx.z": "z"}
 _OUTERMOST_FIRST = ("blockIdx.z", "blockIdx.y", "blockIdx.x")
@@ -288,11 +288,6 @@ def _sharded_buffer(buf: tirx.Buffer, dim: int, chips: int) -> tirx.Buffer:
 
 def _rewrite(func: tirx.PrimFunc, tag: str, per_chip: int, new_bufs: dict) -> tirx.PrimFunc:
     def post(node):
-        if isinstance(node, tirx.For) and node.thread_binding is not None and str(node.thread_binding.thread_tag) == tag:
-            iv = node.thread_binding
-            binding = tirx.IterVar(tvm.ir.Range(0, per_chip), iv.var, iv.iter_type, iv.thread_tag)
-            return tirx.For(node.loop_var, node.min, tirx.IntImm(node.extent.dtype, per_chip), node.kind, node.body,
-                            binding, node.annotations)
         if isinstance(node, tirx.BufferLoad) and node.buffer.name in new_bufs and node.buffer.data.same_as(
                 new_bufs[node.buffer.name].data):
             return tirx.BufferLoad(new_bufs[node.buffer.name], node.indices)
@@ -301,7 +296,8 @@ def _rewrite(func: tirx.PrimFunc, tag: str, per_chip: int, new_bufs: dict) -> ti
             return tirx.BufferStore(new_bufs[node.buffer.name], node.value, node.indices)
         return None
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.For", "tirx.BufferLoad", "tirx.BufferStore"])
+    body = tirx.stmt_functor.ir_transform(with_grid_extent(func.body, tag, per_chip), None, post,
+                                          ["tirx.BufferLoad", "tirx.BufferStore"])
     buffer_map = {p: new_bufs.get(func.buffer_map[p].name, func.buffer_map[p]) for p in func.params
                   if p in func.buffer_map}
     return tirx.PrimFunc(func.params, body, func.ret_type, buffer_map, func.attrs)

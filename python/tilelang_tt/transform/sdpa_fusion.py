@@ -48,31 +48,16 @@ from tvm import tirx
 from .. import attrs
 from ..device import TILE
 from ..errors import TTAnnotationError, TTError
-from .common import TileOps, decode_region, is_call_to, is_global, op, renew_vars, source_of, tile_op_call
+from .common import (TileOps, decode_region, is_call_to, is_global, op, renew_vars, source_of, static_grid,
+                     tile_op_call, with_grid_extent)
 from .head_groups import group_heads, kv_group
 
 logger = logging.getLogger(__name__)
 
-_GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 _IF_THEN_ELSE = op("tirx.if_then_else")
 
 
 # ---- finding the structure -------------------------------------------------------------------------------------
-def _grid(func):
-    """({tag: (var, extent)}, root block realize) of the T.Kernel nest, or None if it is not the frontend's."""
-    body = func.body
-    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
-        body = body.block.body
-    grid = {}
-    while isinstance(body, tirx.For) and body.thread_binding is not None:
-        tag = str(body.thread_binding.thread_tag)
-        if tag not in _GRID_TAGS or not isinstance(body.extent, tirx.IntImm):
-            return None
-        grid[tag] = (body.loop_var, int(body.extent.value))
-        body = body.body
-    return grid or None
-
-
 def _stmts(stmt) -> list:
     return list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else [stmt]
 
@@ -449,7 +434,7 @@ def _schedule_annotation(block):
 
 
 def sdpa_fusion(func: tirx.PrimFunc, options, lower=None) -> tirx.PrimFunc:
-    grid = _grid(func)
+    grid = static_grid(func)
     block = _root_block(func)
     if grid is None or block is None:
         return func
@@ -609,7 +594,7 @@ def _fuse(func, options, grid, block, match, chunk_rows: int, chosen_by: str, gr
                                 allocs, block.match_buffers, block.annotations)
         func = func.with_body(_replace_block(func.body, block, new_block))
     if heads > 1:
-        func = func.with_body(_shrink_axis(func.body, head_tag, heads))
+        func = func.with_body(with_grid_extent(func.body, head_tag, grid[head_tag][1] // heads))
     logger.info("SDPAFusionTT: %s", info)
     return attrs.put(func, {attrs.SDPA: info})
 
@@ -688,17 +673,6 @@ def _rebind_zigzag(body, qvar, n: int):
     half = tirx.floordiv(qvar, 2)
     remap = tirx.Select(tirx.floormod(qvar, 2) == 0, half, tirx.IntImm(qvar.dtype, n - 1) - half)
     return tirx.SeqStmt([tirx.Bind(chunk, remap), tirx.stmt_functor.substitute(body, {qvar: chunk})])
-
-
-def _shrink_axis(stmt, tag: str, by: int):
-    """The grid loop bound to ``tag`` with its extent divided by ``by``."""
-    def post(node):
-        if node.thread_binding is not None and str(node.thread_binding.thread_tag) == tag:
-            return tirx.For(node.loop_var, node.min, tirx.IntImm(node.extent.dtype, int(node.extent) // by),
-                            node.kind, node.body, node.thread_binding, node.annotations)
-        return None
-
-    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.For"])
 
 
 def _replace_block(stmt, old, new):

@@ -71,8 +71,8 @@ from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf, matmul_block_unpack_t
 from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
 from ..target import TTOptions
 from .tensorize import _subblock
-from .common import (TileOps, decode_region, is_call_to, is_global, prim_func_pass, region_call, rewrap,
-                     static_shape, strip_attrs, tile_op_call)
+from .common import (TileOps, decode_region, grid_loops, is_call_to, is_global, prim_func_pass, region_call, rewrap,
+                     static_grid, static_shape, strip_attrs, tile_op_call)
 
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y")
@@ -409,18 +409,9 @@ def _fits(func, lower) -> bool:
 def _grid_nest(func):
     """(grid loops, {tag: (var, extent)}, the launch binds, the root block's realize) of a static 2-D ``T.Kernel``
     nest, or None."""
-    body = func.body
-    if isinstance(body, tirx.SBlockRealize) and not body.block.alloc_buffers:
-        body = body.block.body
-    loops, grid = [], {}
-    while isinstance(body, tirx.For) and body.thread_binding is not None:
-        tag = str(body.thread_binding.thread_tag)
-        if tag not in _GRID_TAGS or not isinstance(body.extent, tirx.IntImm):
-            return None
-        loops.append(body)
-        grid[tag] = (body.loop_var, int(body.extent.value))
-        body = body.body
-    if set(grid) != set(_GRID_TAGS):
+    loops, body = grid_loops(func)
+    grid = static_grid(func, _GRID_TAGS)
+    if grid is None or set(grid) != set(_GRID_TAGS):
         return None
     stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     pre, realize = stmts[:-1], stmts[-1]
