@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 import tilelang
+import tilelang.language as T
 import torch
 
 from examples import kernels as K
@@ -35,10 +36,34 @@ def mixed_gemm_kernel():
                             target={"kind": "tt", "max_cores": 2})
 
 
+@pytest.fixture(scope="module")
+def argmax_kernel():
+    # an int32 output: the candidates compute in Float32, typecast_tile<Float32, Int32> before the Int32 pack
+    M, N = 64, 256
+
+    @T.prim_func
+    def argmax(X: T.Tensor((M, N), "float32"), Idx: T.Tensor((M,), "int32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            x = T.alloc_fragment((32, N), "float32")
+            m = T.alloc_fragment((32,), "float32")
+            cand = T.alloc_fragment((32, N), "int32")
+            idx = T.alloc_fragment((32,), "int32")
+            T.copy(X[bx * 32, 0], x)
+            T.reduce_max(x, m, dim=1, clear=True)
+            for i, j in T.Parallel(32, N):
+                cand[i, j] = T.if_then_else(x[i, j] == m[i], N - j, 0)
+            T.reduce_max(cand, idx, dim=1, clear=True)
+            for i in T.Parallel(32):
+                Idx[bx * 32 + i] = N - idx[i]
+
+    return tilelang.compile(argmax, target={"kind": "tt", "max_cores": 2})
+
+
 def tensors_for(kernel):
     out = {}
     for buf in kernel.plan["buffers"]:
-        dtype = {"Float16_b": torch.bfloat16, "Float16": torch.float16, "Float32": torch.float32}[buf["format"]]
+        dtype = {"Float16_b": torch.bfloat16, "Float16": torch.float16, "Float32": torch.float32,
+                 "Int32": torch.int32}[buf["format"]]
         out[buf["param_index"]] = torch.randn(*buf["shape"]).to(dtype)
     return out
 
@@ -149,6 +174,11 @@ CORPUS = [
      r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: noc_async_write_page writes pages of CB 16 \(Float32\) "
      r"into page \d+ of the DRAM buffer at 0x[0-9a-f]+, which holds Float16_b data \(2048-byte pages\): the tensor "
      r"would hold bytes of another format"),
+    # float DST packed into an Int32 CB: the packer would store the floats' bits as the integers
+    ("float_dst_packed_into_an_int32_cb", "int", "kernels/compute.cpp",
+     "typecast_tile<static_cast<uint32_t>(DataFormat::Float32), static_cast<uint32_t>(DataFormat::Int32)>(0);", "",
+     1, r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile of DST\[0\], which holds floats, into CB \d+ \(Int32\): "
+     r"the packer reads DST as 32-bit integers for an integer CB"),
     ("compile_time_arg_out_of_range", "add", "kernels/writer.cpp",
      "TensorAccessorArgs<0>()", "TensorAccessorArgs<5>()", 1,
      r"(?s)does not compile.*compile-time arg index out of range"),
@@ -156,9 +186,9 @@ CORPUS = [
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=[c[0] for c in CORPUS])
-def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel, block_gemm_kernel):
+def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel, block_gemm_kernel, argmax_kernel):
     name, base, rel, old, new, count, message = case
-    kernel = {"add": add_kernel, "gemm": mixed_gemm_kernel, "block": block_gemm_kernel}[base]
+    kernel = {"add": add_kernel, "gemm": mixed_gemm_kernel, "block": block_gemm_kernel, "int": argmax_kernel}[base]
     broken = tmp_path / "artifact"
     shutil.copytree(kernel.artifact_dir, broken)
     path = broken / rel
@@ -171,8 +201,8 @@ def test_sanitizer_catches(case, tmp_path, add_kernel, mixed_gemm_kernel, block_
         emulator.run(broken, kernel.plan, tensors_for(kernel), timeout_s=120)
 
 
-def test_unbroken_corpus_bases_run_clean(add_kernel, mixed_gemm_kernel, block_gemm_kernel):
-    for kernel in (add_kernel, mixed_gemm_kernel, block_gemm_kernel):
+def test_unbroken_corpus_bases_run_clean(add_kernel, mixed_gemm_kernel, block_gemm_kernel, argmax_kernel):
+    for kernel in (add_kernel, mixed_gemm_kernel, block_gemm_kernel, argmax_kernel):
         emulator.run(kernel.artifact_dir, kernel.plan, tensors_for(kernel))
 
 
