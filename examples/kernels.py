@@ -211,6 +211,28 @@ def rms_norm(M: int = 256, N: int = 512, blk_m: int = 1):
     return main
 
 
+def argmax_rows(M: int = 64, N: int = 256):
+    """The index of each row's first maximum as an int32 tensor: the int32 candidates (N - j where the row reaches
+    its maximum) compute in Float32 tiles and are converted once, before the store (typecast into an Int32 CB)."""
+
+    @T.prim_func
+    def argmax(X: T.Tensor((M, N), "float32"), Idx: T.Tensor((M,), "int32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            x = T.alloc_fragment((32, N), "float32")
+            m = T.alloc_fragment((32,), "float32")
+            cand = T.alloc_fragment((32, N), "int32")
+            idx = T.alloc_fragment((32,), "int32")
+            T.copy(X[bx * 32, 0], x)
+            T.reduce_max(x, m, dim=1, clear=True)
+            for i, j in T.Parallel(32, N):        # the first maximum: the largest N - j among the maxima
+                cand[i, j] = T.if_then_else(x[i, j] == m[i], N - j, 0)
+            T.reduce_max(cand, idx, dim=1, clear=True)
+            for i in T.Parallel(32):
+                Idx[bx * 32 + i] = N - idx[i]
+
+    return argmax
+
+
 def gemv(N: int = 256, K: int = 512, block_N: int = 32, block_K: int = 128, dtype: str = "bfloat16"):
     """y = W x: each block multiplies a block of rows of W by x broadcast along the rows and reduces."""
 

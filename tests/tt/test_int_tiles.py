@@ -9,6 +9,7 @@ import tilelang
 import tilelang.language as T
 import torch
 
+from examples import kernels as K
 from tilelang_tt.errors import TTUnsupportedError
 
 ARCHS = ["wormhole_b0", "blackhole"]
@@ -17,23 +18,7 @@ ARCHS = ["wormhole_b0", "blackhole"]
 @pytest.mark.parametrize("arch", ARCHS)
 def test_argmax_with_int32_output(arch):
     M, N = 64, 256
-
-    @T.prim_func
-    def argmax(X: T.Tensor((M, N), "float32"), Idx: T.Tensor((M,), "int32")):
-        with T.Kernel(M // 32, threads=128) as bx:
-            x = T.alloc_fragment((32, N), "float32")
-            m = T.alloc_fragment((32,), "float32")
-            cand = T.alloc_fragment((32, N), "int32")
-            idx = T.alloc_fragment((32,), "int32")
-            T.copy(X[bx * 32, 0], x)
-            T.reduce_max(x, m, dim=1, clear=True)
-            for i, j in T.Parallel(32, N):        # the first maximum: the largest N - j among the maxima
-                cand[i, j] = T.if_then_else(x[i, j] == m[i], N - j, 0)
-            T.reduce_max(cand, idx, dim=1, clear=True)
-            for i in T.Parallel(32):
-                Idx[bx * 32 + i] = N - idx[i]
-
-    kernel = tilelang.compile(argmax, target={"kind": "tt", "arch": arch})
+    kernel = tilelang.compile(K.argmax_rows(M, N), target={"kind": "tt", "arch": arch})
     x = torch.randn(M, N, generator=torch.Generator().manual_seed(9))
     x[3, 7] = x[3, 200] = 100.0          # a tie: torch returns the first
     idx = torch.full((M,), -5, dtype=torch.int32)

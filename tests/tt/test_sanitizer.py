@@ -10,7 +10,6 @@ import shutil
 
 import pytest
 import tilelang
-import tilelang.language as T
 import torch
 
 from examples import kernels as K
@@ -39,24 +38,7 @@ def mixed_gemm_kernel():
 @pytest.fixture(scope="module")
 def argmax_kernel():
     # an int32 output: the candidates compute in Float32, typecast_tile<Float32, Int32> before the Int32 pack
-    M, N = 64, 256
-
-    @T.prim_func
-    def argmax(X: T.Tensor((M, N), "float32"), Idx: T.Tensor((M,), "int32")):
-        with T.Kernel(M // 32, threads=128) as bx:
-            x = T.alloc_fragment((32, N), "float32")
-            m = T.alloc_fragment((32,), "float32")
-            cand = T.alloc_fragment((32, N), "int32")
-            idx = T.alloc_fragment((32,), "int32")
-            T.copy(X[bx * 32, 0], x)
-            T.reduce_max(x, m, dim=1, clear=True)
-            for i, j in T.Parallel(32, N):
-                cand[i, j] = T.if_then_else(x[i, j] == m[i], N - j, 0)
-            T.reduce_max(cand, idx, dim=1, clear=True)
-            for i in T.Parallel(32):
-                Idx[bx * 32 + i] = N - idx[i]
-
-    return tilelang.compile(argmax, target={"kind": "tt", "max_cores": 2})
+    return tilelang.compile(K.argmax_rows(64, 256), target={"kind": "tt", "max_cores": 2})
 
 
 def tensors_for(kernel):
