@@ -505,8 +505,14 @@ class LowerToProgram:
                     Call("transpose_init", (cs,), note), Call("transpose_tile", (cs, c * rows + r, v), note),
                     Call("tile_regs_commit", (), note), *self.pack(cd, 1, note, slot=v)]
 
+        waits = []
+        if s_name in self.full:     # a fragment computed earlier (a row reduction's result): wait for it
+            if not self.full[s_name]:
+                raise TTUnsupportedError(f"a transpose reads {s_name} before it is written", construct=note,
+                                         source=self.src)
+            waits.append(Call("cb_wait_front", (cs, self.cbs[s_name]["block_tiles"]), note))
         body = loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
-        return {"compute": body + [Call("consume", (cd, rows * cols), note)]}
+        return {"compute": waits + body + [Call("consume", (cd, rows * cols), note)]}
 
     def op_matmul(self, args, note) -> dict:
         a_name, b_name, c_name = (self.cb_name(x) for x in args[:3])

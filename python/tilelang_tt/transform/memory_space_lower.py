@@ -302,6 +302,13 @@ class _Lowerer(ParallelLower, IrregularLower):
         self.alias.pop(target.name, None)      # the reader refills it: later reads see this block
         self.events.append((target.name, "def"))
         r, c0, rows, cols, window = self.tile_coords(src, what)
+        shape = static_shape(target, self.src)
+        if shape[1] == 1 and shape[0] > 1 and [int(e) for e in src.extents] == [1, shape[0]]:
+            raise TTUnsupportedError(
+                f"a row of {src.buffer.name} read into {target.name}, a vector of per-row values (a column "
+                "of its tiles): the reader moves rows of tiles, not a row into a column", construct=what,
+                source=self.src, fix=f"index {target.name} by the column variable (a per-column vector, as "
+                "FlashAttention's backward reads LSE), or store the values as a column of a tensor")
         self._check_block(target, rows, cols, what)
         self.placements.pop(target.name, None)
         self.placement(target.name, window, what)
@@ -330,6 +337,8 @@ class _Lowerer(ParallelLower, IrregularLower):
         the tensor's dtype that compute packs when the buffer is a fragment, compute reads it, the reader fills it
         or its format is not the tensor's."""
         dst = self.index_loads(dst, "writer", what)
+        if self.column_to_row(source, dst):
+            return self.lower_column_write(source, dst, what, note)
         origin = self.fragment_window(src, [int(e) for e in dst.extents], what)
         r, c0, rows, cols, window = self.tile_coords(dst, what)
         if origin is None:
@@ -355,6 +364,36 @@ class _Lowerer(ParallelLower, IrregularLower):
         self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
         return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
                     rows, cols, *window, note=note)
+
+    def column_to_row(self, source, dst) -> bool:
+        """A column vector (a 1-D fragment of per-row values: a row reduction's result) stored as one row of a
+        tensor (FlashAttention's ``T.copy(logsum, LSE[b, h, s0:s0 + bm])``)."""
+        shape = static_shape(source, self.src)
+        return (shape[1] == 1 and shape[0] % TILE == 0 and [int(e) for e in dst.extents] == [1, shape[0]]
+                and str(source.scope()) == SCOPE_FRAGMENT)
+
+    def lower_column_write(self, source, dst, what: str, note: str):
+        """``column_to_row``: compute transposes the vector's tiles (``transpose(source, row)``: the values land
+        in row 0), spreads row 0 to the tensor row's place in its tiles (an ``eltwise`` whose one-row operand sits
+        at the top of its tile and whose destination at row ``s % 32``: the FPU's row broadcast) in the tensor's
+        dtype, and the writer stores that row of each tile."""
+        n = static_shape(source, self.src)[0]
+        r, c0, rows, cols, window = self.tile_coords(dst, what)
+        self.cb(source).consumer.add("compute")
+        row = self.staging_buffer(source, 1, n, "row", dtype="float32", scope=SCOPE_FRAGMENT)
+        self.cbs[row.name].producer.add("compute")
+        self.cbs[row.name].consumer.add("compute")
+        self.scratch.add(row.name)
+        out = self.staging_buffer(source, 1, n, "out", dtype=dst.buffer.dtype)
+        self.cbs[out.name].producer.add("compute")
+        self.cbs[out.name].consumer.add("writer")
+        self.placement(out.name, window, what)
+        self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
+        return tirx.SeqStmt([
+            call(TTOps.transpose, self.cb_index_placeholder(source), self.cb_index_placeholder(row), note=note),
+            call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(row, [0, 0]), note=note),
+            call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows, cols,
+                 *window, note=note)])
 
     # -- in-place updates: a buffer the reader fills and compute rewrites gets a fresh CB (renamed) ---------
     def current(self, buf: tirx.Buffer) -> tirx.Buffer:

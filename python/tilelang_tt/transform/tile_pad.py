@@ -50,6 +50,13 @@ from .common import (TILE, TileOps, decode_region, describe, is_global, prim_fun
 ROW, COL = "row", "col"
 
 
+
+class _Vector:
+    """The block a 1-D tile buffer holds: n values, a row or a column of a tensor's 2-D view."""
+
+    def __init__(self, n):
+        self.n = n
+
 def _padded(shape):
     """Round the last two extents up to whole tiles (symbolic extents stay expressions)."""
     def up(s):
@@ -249,7 +256,9 @@ class _Views:
                 if is_global(g.buffer) and not is_global(t.buffer) and len(g.buffer.shape) >= 3:
                     # the block is what the local side holds: a window of rows of a larger buffer (a GQA
                     # group's query heads stacked in one block) or the whole buffer
-                    want = tuple(t.extents[-2:]) if len(t.buffer.shape) >= 2 else self._shape2d(t.buffer)
+                    # (a 1-D buffer is a row or a column of the view: a column vector stored as a tensor row is
+                    # transposed on the way, MemorySpaceLowerTT)
+                    want = tuple(t.extents[-2:]) if len(t.buffer.shape) >= 2 else _Vector(_dims(t.buffer)[0])
                     self.windows.setdefault(g.buffer.data, []).append((g.extents, want, describe(stmt)))
             if len(src.buffer.shape) == 1 and len(dst.buffer.shape) == 1:
                 self.orient.union(src.buffer, dst.buffer)
@@ -268,7 +277,8 @@ class _Views:
         n = len(shape)
         wins = self.windows.get(buf.data, [])
         for p in range(n - 1, 0, -1):
-            if all(self._rect(shape, ext, p) == tuple(want) for ext, want, _ in wins):
+            if all(self._rect(shape, ext, p) in ((want.n, 1), (1, want.n)) if isinstance(want, _Vector)
+                   else self._rect(shape, ext, p) == tuple(want) for ext, want, _ in wins):
                 return p
         what = wins[0][2] if wins else f"tensor {buf.name}"
         raise TTUnsupportedError(

@@ -1,0 +1,129 @@
+"""A vector of per-row values (a row reduction's result, a column of its tiles) stored as a row of a tensor:
+FlashAttention's forward writing its log-sum-exp, ``T.copy(logsum, LSE[b, h, s0:s0 + bm])``, as TileLang's
+backward examples do. Compute transposes the vector's tiles and spreads the row to its place in the tile; the
+writer stores that one row of each tile."""
+
+import math
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+import torch.nn.functional as F
+
+from tilelang_tt.errors import TTUnsupportedError
+
+
+def flash_fwd_with_lse(batch, heads, seq, dim, block_M=64, block_N=64, groups=1):
+    """The forward kernel of TileLang's example_gqa_bwd.py (bshd, fp16 there; bf16 here), non-causal."""
+    scale = (1.0 / dim) ** 0.5 * 1.44269504
+    head_kv = heads // groups
+
+    @T.prim_func
+    def flash_fwd(Q: T.Tensor([batch, seq, heads, dim], "bfloat16"), K: T.Tensor([batch, seq, head_kv, dim], "bfloat16"),
+                  V: T.Tensor([batch, seq, head_kv, dim], "bfloat16"),
+                  Output: T.Tensor([batch, seq, heads, dim], "bfloat16"), lse: T.Tensor([batch, heads, seq], "float32")):
+        with T.Kernel(T.ceildiv(seq, block_M), heads, batch, threads=256) as (bx, by, bz):
+            Q_shared = T.alloc_shared([block_M, dim], "bfloat16")
+            K_shared = T.alloc_shared([block_N, dim], "bfloat16")
+            V_shared = T.alloc_shared([block_N, dim], "bfloat16")
+            acc_s = T.alloc_fragment([block_M, block_N], "float32")
+            acc_s_cast = T.alloc_fragment([block_M, block_N], "bfloat16")
+            acc_o = T.alloc_fragment([block_M, dim], "float32")
+            scores_max = T.alloc_fragment([block_M], "float32")
+            scores_max_prev = T.alloc_fragment([block_M], "float32")
+            scores_scale = T.alloc_fragment([block_M], "float32")
+            scores_sum = T.alloc_fragment([block_M], "float32")
+            logsum = T.alloc_fragment([block_M], "float32")
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity("float32"))
+            for k in T.Pipelined(T.ceildiv(seq, block_N), num_stages=1):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by // groups, :], K_shared)
+                T.clear(acc_s)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by // groups, :], V_shared)
+                T.copy(scores_max, scores_max_prev)
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_max[i] = T.max(scores_max[i], scores_max_prev[i])
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            for i in T.Parallel(block_M):
+                logsum[i] = T.log2(logsum[i]) + scores_max[i] * scale
+            T.copy(logsum, lse[bz, by, bx * block_M:(bx + 1) * block_M])
+
+    return flash_fwd
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_flash_forward_writes_its_log_sum_exp(arch):
+    B, H, S, D = 1, 4, 256, 64
+    kernel = tilelang.compile(flash_fwd_with_lse(B, H, S, D, groups=2), target={"kind": "tt", "arch": arch})
+    q = torch.randn(B, S, H, D, dtype=torch.bfloat16)
+    k, v = (torch.randn(B, S, H // 2, D, dtype=torch.bfloat16) for _ in range(2))
+    o = torch.empty_like(q)
+    lse = torch.full((B, H, S), 1000.0)
+    kernel(q, k, v, o, lse)
+    qf, kf = q.float().transpose(1, 2), k.float().transpose(1, 2).repeat_interleave(2, dim=1)
+    scores = qf @ kf.transpose(-1, -2) / math.sqrt(D)
+    ref = torch.logsumexp(scores, dim=-1) / math.log(2)       # log2 of the row sums, as the kernel keeps it
+    # the scores reach the exp2 through HiFi2 (Q's last bit) and TF32: <= 2^-7 of |q||k| per score, summed
+    bound = 2.0 ** -7 * (qf.abs() @ kf.abs().transpose(-1, -2)).amax(-1) / math.sqrt(D) / math.log(2) + 1e-3
+    assert ((lse - ref).abs() <= bound).all(), (lse - ref).abs().max()
+    ref_o = F.scaled_dot_product_attention(qf, kf, v.float().transpose(1, 2).repeat_interleave(2, dim=1))
+    assert (o.float().transpose(1, 2) - ref_o).abs().max() < 0.05
+
+
+def test_vector_stored_as_a_row_exactly():
+    """A row maximum (exact in any format) stored as a row of a 2-D and of a 3-D tensor: every value where it
+    belongs, and the rest of the tensor untouched."""
+    B, H, S, N = 1, 4, 128, 64
+
+    @T.prim_func
+    def rowmax(X: T.Tensor((B, H, S, N), "float32"), L: T.Tensor((B, H, S), "float32"),
+               L2: T.Tensor((H, S), "bfloat16")):
+        with T.Kernel(S // 64, H, B, threads=128) as (bx, by, bz):
+            xs = T.alloc_fragment((64, N), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.copy(X[bz, by, bx * 64:(bx + 1) * 64, :], xs)
+            T.reduce_max(xs, m, dim=1)
+            T.copy(m, L[bz, by, bx * 64:(bx + 1) * 64])
+            T.copy(m, L2[by, bx * 64:(bx + 1) * 64])
+
+    kernel = tilelang.compile(rowmax, target="tt")
+    x = torch.randn(B, H, S, N).bfloat16().float()
+    lse, l2 = torch.zeros(B, H, S), torch.zeros(H, S, dtype=torch.bfloat16)
+    kernel(x, lse, l2)
+    assert torch.equal(lse, x.amax(-1)) and torch.equal(l2.float(), x.amax(-1)[0])
+
+
+def test_row_read_into_a_column_vector_is_refused():
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), "float32"), L: T.Tensor((4, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            xs = T.alloc_fragment((64, 64), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.copy(X[0, 0], xs)
+            T.copy(L[bx, 0:64], m)
+            for i, j in T.Parallel(64, 64):
+                xs[i, j] = xs[i, j] - m[i]
+            T.copy(xs, Y[0, 0])
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)a row of L read into m, a vector of per-row values .* fix: index m "
+                                                 r"by the column variable"):
+        tilelang.compile(k, target="tt")
