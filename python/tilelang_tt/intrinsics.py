@@ -55,6 +55,10 @@ class TTOps:
     # write_block(cb, tensor_index, tile_row, tile_col, rows, cols, row_off, nrows, col_off, ncols): writer stores
     # a block (only the window of a sub-tile block) from a CB
     write_block = _register("write_block", 11)
+    # insert_window(dst_cb, part_cb, prev_cb, tile_row, tile_col): dst becomes prev (a block the reader filled, or
+    # dst itself) with the tiles at [tile_row, +part rows) x [tile_col, +part cols) replaced by part's (zeros
+    # outside when dst holds nothing yet): a T.Parallel store into a tile-aligned window of a tile buffer
+    insert_window = _register("insert_window", 6)
     # reduce(src_cb, dst_cb, kind, dim, clear, scratch_cb): dst (column vector for dim 1, row vector for dim 0) =
     # reduction of src along dim; kind is "sum" | "max" | "min" | "abssum" | "absmax"; scratch_cb (-1 if none)
     # holds |src| or -src for the abs / min kinds

@@ -25,6 +25,7 @@ from .common import prim_func_pass
 # (op, CB-index arguments it reads, CB-index arguments it writes); eltwise also reads its BufferLoad leaves
 _EFFECTS = ((TTOps.read_block, (), (0,)), (TTOps.write_block, (0,), ()), (TTOps.fill, (), (0,)),
             (TTOps.matmul, (0, 1, 2), (2,)), (TTOps.eltwise, (), (0,)), (TTOps.transpose, (0,), (1,)),
+            (TTOps.insert_window, (0, 1, 2), (0,)),
             (TTOps.reduce, (0, 1), (1, 5)), (TTOps.gather_rows, (), (0,)), (TTOps.im2col_rows, (), (0,)))     # reduce's argument 5: its scratch CB, or -1
 _ROLE = {TTOps.read_block: "reader", TTOps.write_block: "writer"}
 

@@ -50,8 +50,8 @@ def _tag_origin(part: dict, kind: str) -> dict:
     return part
 
 
-_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "reduce", "gather_rows",
-          "im2col_rows")
+_KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "insert_window", "reduce",
+          "gather_rows", "im2col_rows")
 def _index_loads(exprs) -> list:
     """The distinct ``index_load`` calls (int32 tensor elements, MemorySpaceLowerTT) in ``exprs``, in order."""
     loads = []
@@ -248,6 +248,8 @@ class LowerToProgram:
                 return [(n, "r" if n in loads else "w") for n in names[:1]] + [(n, "r") for n in loads]
             if found[0].same_as(TTOps.reduce) and len(names) == 2:     # (src, dst, kind, dim, clear, ...)
                 return [(names[0], "r"), (names[1], "w" if bool(found[1].args[4]) else "r")]
+            if found[0].same_as(TTOps.insert_window):     # (dst, part): dst's other tiles are read
+                return [(n, "r") for n in names]
             if not found[0].same_as(TTOps.reduce) and not found[0].same_as(TTOps.transpose):
                 names = names[:1]
             if found[0].same_as(TTOps.matmul):
@@ -513,6 +515,61 @@ class LowerToProgram:
             waits.append(Call("cb_wait_front", (cs, self.cbs[s_name]["block_tiles"]), note))
         body = loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
         return {"compute": waits + body + [Call("consume", (cd, rows * cols), note)]}
+
+    def op_insert_window(self, args, note) -> dict:
+        """dst's tiles in order: a tile of the window is copied from the part, any other from prev, and packed
+        into dst. When prev is dst (a compute fragment) its tiles come round one at a time (wait, copy, pop,
+        pack), zeros when it holds nothing yet; a computed prev is waited for whole and popped at the end; a
+        block the reader filled is indexed and consumed where it was read. The part is popped at the end."""
+        d_name, p_name, s_name = self.cb_name(args[0]), self.cb_name(args[1]), self.cb_name(args[2])
+        cd, cp, cs = CB(d_name), CB(p_name), CB(s_name)
+        rows, cols = self.cbs[d_name]["shape_tiles"]
+        h, w = self.cbs[p_name]["shape_tiles"]
+        r0, c0 = int(args[3]), int(args[4])
+        sub = tuple(self.cbs[d_name].get("subblock", [1, 1]))
+        if sub not in ((1, 1), (1, cols), (rows, cols)):
+            raise TTLoweringError(f"a window store into {d_name}, which rotates in {list(sub)} subblocks",
+                                  construct=note, source=self.src)
+        if not self.full.get(p_name):
+            raise TTLoweringError(f"{p_name} is inserted before it is computed", construct=note, source=self.src)
+        held = bool(self.full.get(d_name))
+        rotates = s_name == d_name
+        computed = not rotates and s_name in self.full
+        if computed and not self.full[s_name]:
+            raise TTLoweringError(f"{s_name} is read before it is written", construct=note, source=self.src)
+        self.note_startup(Call("hw_startup", (cp, cp, cd)), 1)
+        out = [Call("cb_wait_front", (cp, h * w), note)]
+        if computed:
+            out.append(Call("cb_wait_front", (cs, self.cbs[s_name]["block_tiles"]), note))
+        for r in range(rows):
+            for c in range(cols):
+                v = vreg()
+                inside = r0 <= r < r0 + h and c0 <= c < c0 + w
+                body = [Call("tile_regs_acquire", (), note)]
+                if inside:
+                    body += [Call("reconfig_data_format_srca", (cp,), note), Call("copy_init", (cp,), note),
+                             Call("copy_tile", (cp, (r - r0) * w + (c - c0), v), note)]
+                    if held:
+                        body += [Call("cb_wait_front", (cd, 1), note)]
+                elif not rotates:          # the reader's block, consumed where it was read
+                    body += [Call("reconfig_data_format_srca", (cs,), note), Call("copy_init", (cs,), note),
+                             Call("copy_tile", (cs, self.queue_pos(s_name, r, c), v), note)]
+                elif held:
+                    body += [Call("cb_wait_front", (cd, 1), note), Call("reconfig_data_format_srca", (cd,), note),
+                             Call("copy_init", (cd,), note), Call("copy_tile", (cd, 0, v), note)]
+                else:
+                    body += [Call("fill_tile_init", (), note), Call("fill_tile", (v, float_lit(0.0)), note)]
+                body += [Call("tile_regs_commit", (), note)]
+                if held:
+                    body += [Call("cb_pop_front", (cd, 1), note)]
+                out += body + self.pack(cd, 1, note, slot=v)
+        out.append(Call("cb_pop_front", (cp, h * w), note))
+        if computed:
+            out.append(Call("cb_pop_front", (cs, self.cbs[s_name]["block_tiles"]), note))
+            self.full[s_name] = False
+        self.full[p_name] = False
+        self.full[d_name] = True
+        return {"compute": out}
 
     def op_matmul(self, args, note) -> dict:
         a_name, b_name, c_name = (self.cb_name(x) for x in args[:3])

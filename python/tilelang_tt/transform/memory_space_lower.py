@@ -703,7 +703,8 @@ def _resolve_names(stmt, table):
     def post(node):
         if isinstance(node, tirx.Call) and str(getattr(node.op, "name", "")).startswith("tilelang_tt."):
             args = list(node.args)
-            positions = (0, 1) if node.op.same_as(TTOps.reduce) or node.op.same_as(TTOps.transpose) else (0,)
+            positions = ((0, 1, 2) if node.op.same_as(TTOps.insert_window) else
+                         (0, 1) if node.op.same_as(TTOps.reduce) or node.op.same_as(TTOps.transpose) else (0,))
             if any(isinstance(args[i], tirx.StringImm) for i in positions):
                 for i in positions:
                     args[i] = tirx.IntImm("int32", table[args[i].value]["index"])

@@ -295,6 +295,8 @@ class ParallelLower:
                 bshape = static_shape(buf, self.src)
                 if not is_store and self.tile_window(buf, dims, window, bshape):
                     return window_of(buf, dims, window)
+                if is_store and self.tile_window(buf, dims, window, bshape):
+                    return store_window(buf, dims, window)
                 for (v, off), n, w in zip(dims, bshape, window):
                     if n != w or not self.analyzer.can_prove(off == 0):
                         raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
@@ -320,6 +322,26 @@ class ParallelLower:
                 staged[key] = win
             self.cb(staged[key]).consumer.add("compute")
             return staged[key]
+
+        def store_window(buf, dims, window):
+            """``acc[32 + i, j] = ...``: a store into a tile-aligned window of tile buffer ``buf`` computes a
+            window-shaped compute CB, which ``insert_window`` then puts in place (``buf``'s other tiles pass
+            through unchanged; a block the reader filled is rewritten into a fresh CB, as in-place updates are)."""
+            origin = [self.plain.simplify(off) for _, off in dims]
+            if not all(isinstance(o, tirx.IntImm) for o in origin):
+                raise TTUnsupportedError(f"a store into a window of {buf.name} at {origin}, not a constant place",
+                                         construct=what, source=self.src,
+                                         fix="store into windows at constant offsets (multiples of 32)")
+            win = self.staging_buffer(buf, window[0], window[1], "part", scope=SCOPE_FRAGMENT)
+            self.cbs[win.name].producer.add("compute")
+            self.cbs[win.name].consumer.add("compute")
+            prev = self.current(buf)
+            self.cb(prev).consumer.add("compute")
+            dst = self.target(buf)
+            after.append(call(TTOps.insert_window, self.cb_index_placeholder(dst), self.cb_index_placeholder(win),
+                              self.cb_index_placeholder(prev),
+                              *(tirx.IntImm("int32", int(o) // TILE) for o in origin), note=note))
+            return win
 
         def transposed(buf, indices, dims):
             """``X[j, i]`` in a nest storing ``[i, j]``: the block is read as it lies, then transposed tile by

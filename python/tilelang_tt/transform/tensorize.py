@@ -228,7 +228,7 @@ class _Tensorizer:
         if c is not None and c.op.same_as(TileOps.gemm):
             return self.gemm(stmt, c, path)
         found = tt_op_of(stmt)
-        if found is not None and found[0].same_as(TTOps.transpose):
+        if found is not None and (found[0].same_as(TTOps.transpose) or found[0].same_as(TTOps.insert_window)):
             self.ops.append(("transpose", None, path, None))   # it acquires DST: no accumulator may span it
             return stmt
         if found is not None and found[0].same_as(TTOps.reduce):
