@@ -140,16 +140,6 @@ def global_to_global():
     return k
 
 
-def partial_window():
-    @T.prim_func
-    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            A_s = T.alloc_shared((64, 64), "float32")
-            T.copy(A[by * 32, bx * 32], A_s[0:32, 0:32])
-            T.copy(A_s[0:32, 0:32], C[by * 32, bx * 32])
-    return k
-
-
 def scalar_store():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float32")):
@@ -333,7 +323,6 @@ CASES = [
      r"an if on the values of A \(float32, tensor\).*fix: branch on elements of int32 tensors"),
     ("indirect_indexing", indirect, {}, TTUnsupportedError, r"indirect \(data-dependent\) indexing of A through I"),
     ("global_to_global", global_to_global, {}, TTUnsupportedError, r"a global-to-global T.copy"),
-    ("partial_window", partial_window, {}, TTUnsupportedError, r"only whole tile buffers can be copied"),
     ("scalar_store", scalar_store, {}, TTUnsupportedError, r"a scalar store outside T.Parallel"),
     ("misplaced_sub_tile_operands", misplaced_rows, {}, TTUnsupportedError,
      r"b sits at row \(bx \+ 1\) % 32 of its tiles but c at bx % 32: element-wise operands smaller than a tile "

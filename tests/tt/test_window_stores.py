@@ -124,3 +124,48 @@ def test_window_at_a_block_dependent_place_is_refused():
     with pytest.raises(TTUnsupportedError, match=r"a store into a window of acc at \[bx \* 32, 0\], not a constant "
                                                  r"place"):
         tilelang.compile(moving, target="tt")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_copies_into_and_out_of_row_windows(arch):
+    """Two heads' rows stacked in one block (as a GQA group's query heads would be): T.copy of each head into its
+    row window of a shared buffer, a computation over the whole block, T.copy of each window back out."""
+    G, bM, D = 2, 32, 64
+
+    @T.prim_func
+    def stacked(Q: T.Tensor((4, 64, D), "bfloat16"), O: T.Tensor((4, 64, D), "bfloat16")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            Qs = T.alloc_shared((G * bM, D), "bfloat16")
+            Os = T.alloc_shared((G * bM, D), "bfloat16")
+            acc = T.alloc_fragment((G * bM, D), "float32")
+            T.copy(Q[by * G + 0, bx * bM:(bx + 1) * bM, :], Qs[0:bM, :])
+            T.copy(Q[by * G + 1, bx * bM:(bx + 1) * bM, :], Qs[bM:2 * bM, :])
+            T.copy(Qs, acc)
+            for i, j in T.Parallel(G * bM, D):
+                acc[i, j] = acc[i, j] * 2
+            T.copy(acc, Os)
+            T.copy(Os[0:bM, :], O[by * G + 0, bx * bM:(bx + 1) * bM, :])
+            T.copy(Os[bM:2 * bM, :], O[by * G + 1, bx * bM:(bx + 1) * bM, :])
+
+    kernel = tilelang.compile(stacked, target={"kind": "tt", "arch": arch})
+    q = torch.randn(4, 64, D, dtype=torch.bfloat16)
+    o = torch.empty_like(q)
+    kernel(q, o)
+    assert torch.equal(o, (q.float() * 2).bfloat16())
+
+
+def test_block_through_a_corner_window():
+    """A 32x32 block read into the corner window of a 64x64 shared buffer and written back from it (refused before
+    window copies existed): C is A, block by block."""
+    @T.prim_func
+    def corner(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "float32")
+            T.copy(A[by * 32, bx * 32], A_s[0:32, 0:32])
+            T.copy(A_s[0:32, 0:32], C[by * 32, bx * 32])
+
+    kernel = tilelang.compile(corner, target="tt")
+    a = torch.randn(64, 64)
+    c = torch.empty_like(a)
+    kernel(a, c)
+    assert torch.equal(c, a)

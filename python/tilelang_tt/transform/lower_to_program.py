@@ -530,7 +530,8 @@ class LowerToProgram:
         if sub not in ((1, 1), (1, cols), (rows, cols)):
             raise TTLoweringError(f"a window store into {d_name}, which rotates in {list(sub)} subblocks",
                                   construct=note, source=self.src)
-        if not self.full.get(p_name):
+        part_computed = p_name in self.full      # else a block the reader filled, consumed where it was read
+        if part_computed and not self.full[p_name]:
             raise TTLoweringError(f"{p_name} is inserted before it is computed", construct=note, source=self.src)
         held = bool(self.full.get(d_name))
         rotates = s_name == d_name
@@ -538,7 +539,7 @@ class LowerToProgram:
         if computed and not self.full[s_name]:
             raise TTLoweringError(f"{s_name} is read before it is written", construct=note, source=self.src)
         self.note_startup(Call("hw_startup", (cp, cp, cd)), 1)
-        out = [Call("cb_wait_front", (cp, h * w), note)]
+        out = [Call("cb_wait_front", (cp, h * w), note)] if part_computed else []
         if computed:
             out.append(Call("cb_wait_front", (cs, self.cbs[s_name]["block_tiles"]), note))
         for r in range(rows):
@@ -547,8 +548,9 @@ class LowerToProgram:
                 inside = r0 <= r < r0 + h and c0 <= c < c0 + w
                 body = [Call("tile_regs_acquire", (), note)]
                 if inside:
+                    at = (r - r0) * w + (c - c0) if part_computed else self.queue_pos(p_name, r - r0, c - c0)
                     body += [Call("reconfig_data_format_srca", (cp,), note), Call("copy_init", (cp,), note),
-                             Call("copy_tile", (cp, (r - r0) * w + (c - c0), v), note)]
+                             Call("copy_tile", (cp, at, v), note)]
                     if held:
                         body += [Call("cb_wait_front", (cd, 1), note)]
                 elif not rotates:          # the reader's block, consumed where it was read
@@ -563,11 +565,12 @@ class LowerToProgram:
                 if held:
                     body += [Call("cb_pop_front", (cd, 1), note)]
                 out += body + self.pack(cd, 1, note, slot=v)
-        out.append(Call("cb_pop_front", (cp, h * w), note))
+        if part_computed:
+            out.append(Call("cb_pop_front", (cp, h * w), note))
+            self.full[p_name] = False
         if computed:
             out.append(Call("cb_pop_front", (cs, self.cbs[s_name]["block_tiles"]), note))
             self.full[s_name] = False
-        self.full[p_name] = False
         self.full[d_name] = True
         return {"compute": out}
 

@@ -43,7 +43,7 @@ from ..device import FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS, TILE_FORMATS, D
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format, tile_format
 from ..intrinsics import TTOps, call
-from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load, is_global,
+from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, Region, TileOps, decode_region, describe, has_load, is_global,
                      prim_func_pass, source_of, static_shape, tile_op_call, tile_shape_2d, tilelang_text)
 from .int_range import check_int_ranges
 from .irregular_lower import IrregularLower
@@ -268,7 +268,7 @@ class _Lowerer(ParallelLower, IrregularLower):
         shape = static_shape(region.buffer, self.src)
         whole = tuple(int(e) for e in region.extents) == shape[-len(region.extents):] and all(
             self.analyzer.can_prove(m == 0) for m in region.mins)
-        if whole or str(region.buffer.scope()) != SCOPE_FRAGMENT or len(region.mins) != 2:
+        if whole or len(region.mins) != 2:
             self.check_whole(region, what)
             return None
         extents = [int(e) for e in region.extents]
@@ -286,11 +286,46 @@ class _Lowerer(ParallelLower, IrregularLower):
             raise TTUnsupportedError("a global-to-global T.copy", construct=what, source=self.src,
                                      fix="stage the data through T.alloc_shared")
         if is_global(src.buffer):
+            origin = self.copy_window(dst)
+            if origin is not None:
+                return self.lower_read_into_window(src, dst, origin, stages, what, note)
             self.check_whole(dst, what)
             if self.converts(src.buffer, dst.buffer, "input", what):
                 return self.lower_converting_read(src, dst, stages, what, note)
             return self.lower_copy_read(src, dst, stages, what, note)
         return self.lower_copy_local(src, dst, what, note)
+
+    def copy_window(self, region):
+        """The tile origin of ``region`` when it is a window of its 2-D tile buffer other than the whole buffer:
+        whole tiles at constant offsets that are multiples of 32; else None."""
+        shape = static_shape(region.buffer, self.src)
+        if len(shape) != 2 or len(region.mins) != 2:
+            return None
+        extents = [int(e) for e in region.extents]
+        mins = [self.plain.simplify(m) for m in region.mins]
+        if extents == list(shape) or not all(isinstance(m, tirx.IntImm) for m in mins):
+            return None
+        if any(e % TILE or int(m) % TILE or int(m) + e > n for m, e, n in zip(mins, extents, shape)):
+            return None
+        return [int(m) // TILE for m in mins]
+
+    def lower_read_into_window(self, src, dst, origin, stages: int, what: str, note: str):
+        """``T.copy(tensor window -> window of a tile buffer)`` (a GQA group's query heads stacked in one block):
+        the reader fills a CB of the window's shape, which compute puts in place (``insert_window``; the buffer's
+        other tiles pass through)."""
+        part = self.staging_buffer(dst.buffer, *[int(e) for e in dst.extents], "in", scope=SCOPE_SHARED)
+        whole = Region(part, (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)), tuple(dst.extents), 2)
+        read = (self.lower_converting_read(src, whole, stages, what, note)
+                if self.converts(src.buffer, part, "input", what) else
+                self.lower_copy_read(src, whole, stages, what, note))
+        current = self.current(part)
+        self.cb(current).consumer.add("compute")
+        prev = self.current(dst.buffer)
+        self.cb(prev).consumer.add("compute")
+        target = self.target(dst.buffer)
+        return tirx.SeqStmt([read, call(TTOps.insert_window, self.cb_index_placeholder(target),
+                                        self.cb_index_placeholder(current), self.cb_index_placeholder(prev),
+                                        *(tirx.IntImm("int32", o) for o in origin), note=note)])
 
     def lower_copy_read(self, src, dst, stages: int, what: str, note: str):
         """``T.copy(tensor window -> tile buffer)``: a ``read_block`` into the buffer's CB."""
@@ -346,7 +381,7 @@ class _Lowerer(ParallelLower, IrregularLower):
         self.placement(source.name, window, what)
         info = self.cb(source)
         if (str(source.scope()) == SCOPE_FRAGMENT or "compute" in info.consumer or "reader" in info.producer
-                or self.converts(dst.buffer, source, "output", what)):
+                or origin is not None or self.converts(dst.buffer, source, "output", what)):
             # the packer converts to the tensor's format: the staging CB has the tensor's dtype
             shape = static_shape(source) if origin is None else [int(e) for e in src.extents]
             out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
