@@ -38,6 +38,23 @@ def _affine_offset(index, var, analyzer):
     return None if free else offset
 
 
+def logical_as_selects(expr):
+    """``a and b``, ``a or b``, ``not a`` (a sliding window's mask: ``i >= j and j > i - W``) as selects of their
+    0 / 1 tiles (``where_tile``): ``a ? b : false``, ``a ? true : b``, ``a ? false : true``."""
+    false, true = tirx.IntImm("bool", 0), tirx.IntImm("bool", 1)
+
+    def post(node):
+        if isinstance(node, tirx.And):
+            return tirx.Select(node.a, node.b, false)
+        if isinstance(node, tirx.Or):
+            return tirx.Select(node.a, true, node.b)
+        if isinstance(node, tirx.Not):
+            return tirx.Select(node.a, false, true)
+        return None
+
+    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post, ["tirx.And", "tirx.Or", "tirx.Not"]).value
+
+
 def fold_constants(expr):
     """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``, ``-T.infinity("float")``)
     as one constant."""
@@ -417,7 +434,7 @@ class ParallelLower:
 
         value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
         value = self.index_values(value, dst_dims, vars_, what)
-        value = fold_constants(tirx.stmt_functor.substitute(value, self.scalars))
+        value = logical_as_selects(fold_constants(tirx.stmt_functor.substitute(value, self.scalars)))
         dst = operand(store.buffer, store.indices, True)
         for name in loaded:     # a broadcast operand says nothing about where the destination sits
             if static_shape(self.cbs[name].buffer) == static_shape(dst):

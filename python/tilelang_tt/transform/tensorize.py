@@ -356,7 +356,7 @@ class _Tensorizer:
 
         def visit(n):
             if isinstance(n, tirx.PrimExpr) and not isinstance(n, tirx.BufferLoad) and not is_scalar(n) and \
-                    str(n.dtype) != "bool" and dst_slots(n) <= self.cap:
+                    dst_slots(n) <= self.cap:     # (a condition spills as its 0 / 1 tile)
                 subs.append(n)
 
         tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
@@ -386,9 +386,11 @@ class _Tensorizer:
         piece = call(TTOps.eltwise, free[0], best, note=f"{note} (a part of it, through {name})")
         load = tirx.BufferLoad(buf, [tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)])
         rewritten = tirx.stmt_functor.ir_transform(
-            tirx.Evaluate(expr), None, lambda n: load if n.same_as(best) else None,
+            # (an integer index expression spilled comes back as the float tile it is on TT, cast to its type)
+            tirx.Evaluate(expr), None,
+            lambda n: (load if str(n.dtype) == dtype else tirx.Cast(n.dtype, load)) if n.same_as(best) else None,
             ["tirx.Add", "tirx.Sub", "tirx.Mul", "tirx.Div", "tirx.Call", "tirx.Select", "tirx.Max", "tirx.Min",
-             "tirx.Cast"]).value
+             "tirx.Cast", "tirx.GT", "tirx.GE", "tirx.LT", "tirx.LE", "tirx.EQ", "tirx.NE"]).value
         return rewritten, piece
 
     def choose_residency(self, packer_l1_acc: bool = True):
