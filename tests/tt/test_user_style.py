@@ -113,3 +113,27 @@ def test_online_softmax(arch, M, N, block_n):
     arg = (x.double().abs() + x.double().abs().max(dim=1, keepdim=True).values + 1) * 1.45
     bound = (OUT + 2.0 ** -10 * arg) * ref + 1e-7
     assert ((y.double() - ref).abs() <= bound).all(), ((y.double() - ref).abs() - bound).max()
+
+
+def test_block_barriers_and_register_hints_are_implied():
+    """``T.sync_threads()`` between a shared buffer's fill and its use (as TileLang's examples write it) and
+    ``T.no_set_max_nreg()``: the TT program runs the block's tile operations in program order, so both are
+    dropped and the result is exact."""
+    @T.prim_func
+    def synced(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            s = T.alloc_shared((64, 64), "float32")
+            f = T.alloc_fragment((64, 64), "float32")
+            T.no_set_max_nreg()
+            T.copy(X[0, 0], s)
+            T.sync_threads()
+            for i, j in T.Parallel(64, 64):
+                f[i, j] = s[i, j] + 1
+            T.sync_threads()
+            T.copy(f, Y[0, 0])
+
+    kernel = tilelang.compile(synced, target="tt")
+    x = torch.randn(64, 64)
+    y = torch.empty_like(x)
+    kernel(x, y)
+    assert torch.equal(y, x + 1)

@@ -17,7 +17,8 @@ Out: the block is dissolved; every tile buffer has a CB; and
        into a scratch CB and a plain gemm,
      * a compute write into a buffer the reader fills goes to a fresh CB (``<name>_v``) that later reads use.
      ``fill``/``gemm`` are left for TensorizeTT. ``T.use_swizzle`` (a GPU L2 hint) is dropped:
-     the schedule's ``order`` plays that role on TT.
+     the schedule's ``order`` plays that role on TT; so are ``T.sync_threads`` (program order on TT) and
+     ``T.no_set_max_nreg``.
 Attributes written: ``tt.cb`` = ``{buffer name: {index, role, producer, consumer, dtype, format, page_size,
      block_tiles, shape, shape_tiles, tile_offset, depth_blocks, num_pages, bytes[, constant]}}``. Depth: ``num_stages`` of the enclosing
      ``T.Pipelined`` loop for reader-filled CBs (default 2, double-buffered), 2 blocks for writer-drained
@@ -50,6 +51,10 @@ from .irregular_lower import IrregularLower
 from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
 
 _ROLE_BASE = {"input": 0, "output": 16, "intermediate": 24, "scratch": 24}
+
+
+# statements with nothing to do on TT (see MemorySpaceLowerTT.lower)
+_NO_OPS = (tvm.ir.Op.get("tirx.tvm_storage_sync"), tvm.ir.Op.get("tl.no_set_max_nreg"))
 
 
 @dataclass
@@ -561,6 +566,12 @@ class _Lowerer(ParallelLower, IrregularLower):
                                      source=self.src, fix="use T.copy, T.gemm, T.reduce_*, T.clear/T.fill and "
                                                           "T.Parallel")
 
+        if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tirx.Call) and any(
+                stmt.value.op.same_as(o) for o in _NO_OPS):
+            # a block barrier (T.sync_threads) orders threads' shared-memory accesses; the TT program runs the
+            # block's tile operations in program order (CBs hand data between the kernels), so it is implied. The
+            # register-allocation hint (T.no_set_max_nreg) has nothing to act on.
+            return tirx.Evaluate(tirx.IntImm("int32", 0))
         if isinstance(stmt, tirx.IfThenElse):
             return self.lower_if(stmt, stages)
         if isinstance(stmt, tirx.While):
