@@ -101,6 +101,31 @@ def test_scalar_loops_are_unrolled():
     assert ((o.double() - p.double() * total).abs() <= 2.0 ** -20 * (p.double().abs() * total)).all()
 
 
+def test_filled_scalar_locals_inside_a_swizzle_annotation():
+    """``T.clear`` / ``T.fill`` of a scalar local are stores (TileLang's examples zero their accumulators so), and
+    scalar stores under ``T.use_swizzle`` (an annotation around the body) are forwarded like any other."""
+    B, NS, D = 8, 4, 64
+
+    @T.prim_func
+    def combine(L: T.Tensor((B, NS), "float32"), P: T.Tensor((B, D), "float32"), O: T.Tensor((B, D), "float32")):
+        with T.Kernel(B, threads=128) as b:
+            T.use_swizzle(10)
+            total = T.alloc_local((1,), "float32")
+            scale = T.alloc_local((2,), "float32")
+            T.clear(total)
+            T.fill(scale, 0.5)
+            for k in T.serial(NS):
+                total[0] = total[0] + L[b, k]
+            for i in T.Parallel(D):
+                O[b, i] = P[b, i] * total[0] * scale[1]
+
+    kernel = tilelang.compile(combine, target="tt")
+    lse, p = torch.randint(-8, 9, (B, NS)).float(), torch.randn(B, D)
+    o = torch.zeros(B, D)
+    kernel(lse, p, o)
+    assert torch.equal(o, p * lse.sum(1, keepdim=True) * 0.5)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_expert_found_by_a_scalar_loop(arch):
     """A grouped GEMM finds each row block's expert by scanning the experts' start rows (int32 scalar updated with

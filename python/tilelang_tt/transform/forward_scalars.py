@@ -32,7 +32,7 @@ import itertools
 from tvm import arith, tirx
 
 from ..errors import TTUnsupportedError
-from .common import describe, prim_func_pass, source_of, transform
+from .common import TileOps, decode_region, describe, prim_func_pass, source_of, tile_op_call, transform
 
 MAX_ELEMS = 16       # local arrays up to this many elements are scalars (T.alloc_local((4,), ...) of a few values)
 MAX_UNROLL = 512     # trip count of a scalar-only loop unrolled at compile time
@@ -150,6 +150,9 @@ class _Forward:
             return self.branch(stmt, env)
         if isinstance(stmt, tirx.For):
             return self.loop(stmt, env)
+        if isinstance(stmt, tirx.AttrStmt):     # an annotation around statements (T.use_swizzle): look inside
+            body = self.run(stmt.body, env)
+            return None if body is None else tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
         raise TTUnsupportedError(
             f"a scalar local is stored inside {type(stmt).__name__}", construct=describe(stmt), source=self.src,
             fix="store block scalars at the kernel's top level, in loops or in ifs")
@@ -239,6 +242,26 @@ def _scalar_locals(block) -> dict:
     return out
 
 
+def _fills_as_stores(body, scalars):
+    """``T.fill(x, v)`` / ``T.clear(x)`` of a scalar local (``T.alloc_local((1,), ...)`` zeroed before a loop, as
+    TileLang's examples write it): a store of ``v`` to each element of the filled region."""
+    def post(node):
+        c = tile_op_call(node)
+        if c is None or not c.op.same_as(TileOps.fill):
+            return None
+        region = decode_region(c.args[0])
+        if region.buffer.data not in scalars:
+            return None
+        value = c.args[1]
+        if value.dtype != region.buffer.dtype:
+            value = tirx.Cast(region.buffer.dtype, value)
+        stores = [tirx.BufferStore(region.buffer, value, [m + k for m, k in zip(region.mins, offset)])
+                  for offset in itertools.product(*(range(int(e)) for e in region.extents))]
+        return stores[0] if len(stores) == 1 else tirx.SeqStmt(stores)
+
+    return transform(body, post, ["tirx.Evaluate"])
+
+
 def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
     src = source_of(func)
 
@@ -251,7 +274,7 @@ def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
                     scalars.pop(var, None)
         if not scalars:
             return None
-        body = _Forward(scalars, src).run(node.body, {})
+        body = _Forward(scalars, src).run(_fills_as_stores(node.body, scalars), {})
         return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint,
                            body if body is not None else tirx.Evaluate(0), node.init,
                            [b for b in node.alloc_buffers if b.data not in scalars], node.match_buffers,
