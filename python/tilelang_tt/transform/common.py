@@ -218,6 +218,14 @@ def free_vars(expr) -> list:
     return out
 
 
+def uses_var(node, var) -> bool:
+    """Whether ``var`` occurs in ``node`` (a PrimExpr or a statement)."""
+    hits = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(node) if isinstance(node, tirx.PrimExpr) else node,
+                                       lambda n: hits.append(1) if isinstance(n, tirx.Var) and n.same_as(var) else None)
+    return bool(hits)
+
+
 def buffer_scope(buf: tirx.Buffer) -> str:
     return str(buf.scope())
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from .common import TileOps, decode_region, is_global, renew_vars, tile_op_call
+from .common import TileOps, decode_region, is_global, renew_vars, tile_op_call, uses_var
 
 
 def kv_group(body, grid, k_s, v_s):
@@ -50,13 +50,6 @@ def _flatten(stmt) -> list:
     if isinstance(stmt, tirx.SeqStmt):
         return [s for x in stmt.seq for s in _flatten(x)]
     return [stmt]
-
-
-def _uses_var(node, var) -> bool:
-    hit = []
-    tirx.stmt_functor.post_order_visit(node, lambda n: hit.append(1) if isinstance(n, tirx.Var) and n.same_as(var)
-                                       else None)
-    return bool(hit)
 
 
 def _touched(stmt) -> dict:
@@ -142,7 +135,7 @@ def _with_buffers(stmt, bmap: dict):
     return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
 
 
-def _is_kv_load(stmt, head, shared_loads) -> bool:
+def _is_kv_load(stmt, shared_loads) -> bool:
     c = tile_op_call(stmt)
     if c is None or not c.op.same_as(TileOps.copy):
         return False
@@ -158,7 +151,7 @@ def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
     items = _flatten(body)
     # the K/V loads: g-invariant once h = head * n + g (n divides G), their buffers written nowhere else
     loads = []
-    tirx.stmt_functor.post_order_visit(body, lambda x: loads.append(x) if _is_kv_load(x, head, shared_loads)
+    tirx.stmt_functor.post_order_visit(body, lambda x: loads.append(x) if _is_kv_load(x, shared_loads)
                                        else None)
     for stmt in loads:
         src = decode_region(tile_op_call(stmt).args[0])
@@ -186,19 +179,19 @@ def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
 
     for stmt in items:
         if isinstance(stmt, tirx.Bind):
-            if _uses_var(stmt.value, head):
+            if uses_var(stmt.value, head):
                 return None
             close()
             plan.append(("once", stmt))
         elif isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.SERIAL and any(
-                _is_kv_load(s, head, shared_loads) for s in _flatten(stmt.body)):
+                _is_kv_load(s, shared_loads) for s in _flatten(stmt.body)):
             close()
-            if _uses_var(stmt.min, head) or _uses_var(stmt.extent, head):
+            if uses_var(stmt.min, head) or uses_var(stmt.extent, head):
                 return None
             inner = _flatten(stmt.body)
-            top = [s for s in inner if _is_kv_load(s, head, shared_loads) or isinstance(s, tirx.Bind)]
+            top = [s for s in inner if _is_kv_load(s, shared_loads) or isinstance(s, tirx.Bind)]
             rest = [s for s in inner if not any(s.same_as(t) for t in top)]
-            if any(isinstance(s, tirx.Bind) and _uses_var(s.value, head) for s in top):
+            if any(isinstance(s, tirx.Bind) and uses_var(s.value, head) for s in top):
                 return None
             plan.append(("loop", stmt, top, rest))
             runs.append(rest)

@@ -267,9 +267,9 @@ class _Lowerer(ParallelLower, IrregularLower):
                                      fix="copy the whole shared/fragment buffer")
 
     def fragment_window(self, region, shape_of, what: str):
-        """The element origin ``[row, col]`` of a tile-aligned window of a fragment that compute writes (a
-        SuperBlockTT epilogue reading one user block of the fused accumulator), shaped like ``shape_of``; None
-        for a whole-buffer copy. Anything else is refused like any partial copy."""
+        """The element origin ``[row, col]`` of a tile-aligned window of a tile buffer compute reads (a SuperBlockTT
+        epilogue reading one user block of the fused accumulator, a GQA head's rows of a stacked block), shaped
+        like ``shape_of``; None for a whole-buffer copy. Anything else is refused like any partial copy."""
         shape = static_shape(region.buffer, self.src)
         whole = tuple(int(e) for e in region.extents) == shape[-len(region.extents):] and all(
             self.analyzer.can_prove(m == 0) for m in region.mins)
@@ -323,14 +323,7 @@ class _Lowerer(ParallelLower, IrregularLower):
         read = (self.lower_converting_read(src, whole, stages, what, note)
                 if self.converts(src.buffer, part, "input", what) else
                 self.lower_copy_read(src, whole, stages, what, note))
-        current = self.current(part)
-        self.cb(current).consumer.add("compute")
-        prev = self.current(dst.buffer)
-        self.cb(prev).consumer.add("compute")
-        target = self.target(dst.buffer)
-        return tirx.SeqStmt([read, call(TTOps.insert_window, self.cb_index_placeholder(target),
-                                        self.cb_index_placeholder(current), self.cb_index_placeholder(prev),
-                                        *(tirx.IntImm("int32", o) for o in origin), note=note)])
+        return tirx.SeqStmt([read, self.insert_into(dst.buffer, self.current(part), origin, note)])
 
     def lower_copy_read(self, src, dst, stages: int, what: str, note: str):
         """``T.copy(tensor window -> tile buffer)``: a ``read_block`` into the buffer's CB."""
@@ -419,19 +412,14 @@ class _Lowerer(ParallelLower, IrregularLower):
         dtype, and the writer stores that row of each tile."""
         n = static_shape(source, self.src)[0]
         r, c0, rows, cols, window = self.tile_coords(dst, what)
-        self.cb(source).consumer.add("compute")
-        row = self.staging_buffer(source, 1, n, "row", dtype="float32", scope=SCOPE_FRAGMENT)
-        self.cbs[row.name].producer.add("compute")
-        self.cbs[row.name].consumer.add("compute")
-        self.scratch.add(row.name)
+        row, transpose = self.transposed_copy(source, note)
         out = self.staging_buffer(source, 1, n, "out", dtype=dst.buffer.dtype)
         self.cbs[out.name].producer.add("compute")
         self.cbs[out.name].consumer.add("writer")
         self.placement(out.name, window, what)
         self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
         return tirx.SeqStmt([
-            call(TTOps.transpose, self.cb_index_placeholder(source), self.cb_index_placeholder(row), note=note),
-            call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(row, [0, 0]), note=note),
+            transpose, call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(row, [0, 0]), note=note),
             call(TTOps.write_block, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), r, c0, rows, cols,
                  *window, note=note)])
 
@@ -452,6 +440,16 @@ class _Lowerer(ParallelLower, IrregularLower):
         self.cbs[new.name].producer.add("compute")
         self.alias[buf.name] = new
         return new
+
+    def insert_into(self, buf: tirx.Buffer, part: tirx.Buffer, origin: list, note: str):
+        """``insert_window``: ``buf`` (its current CB, or a fresh one when the reader fills it) becomes its previous
+        value with the tiles at tile ``origin`` replaced by ``part``'s (a store or a copy into a window)."""
+        self.cb(part).consumer.add("compute")
+        prev = self.current(buf)
+        self.cb(prev).consumer.add("compute")
+        dst = self.target(buf)
+        return call(TTOps.insert_window, self.cb_index_placeholder(dst), self.cb_index_placeholder(part),
+                    self.cb_index_placeholder(prev), *(tirx.IntImm("int32", o) for o in origin), note=note)
 
     def constant_tile(self, name: str) -> tirx.Buffer:
         """A float32 tile the reader builds once per kernel (an index tile)."""
@@ -605,9 +603,10 @@ class _Lowerer(ParallelLower, IrregularLower):
 
     def transposed_copy(self, source: tirx.Buffer, note: str):
         """(scratch, op): a compute scratch CB that ``transpose(source, scratch)`` fills with ``source``
-        transposed, tile by tile (``transpose_tile``); consumed where it is read."""
+        transposed, tile by tile (``transpose_tile``); consumed where it is read. A column vector ([n, 1]: its
+        values in column 0 of its tiles) becomes a row vector (row 0)."""
         rows, cols = static_shape(source, self.src)
-        if rows % TILE or cols % TILE:
+        if rows % TILE or cols % TILE and cols != 1:
             raise TTUnsupportedError(f"a transpose of {source.name} ({rows}x{cols}), a block smaller than whole "
                                      "tiles", construct=note, source=self.src,
                                      fix="transpose blocks whose extents are multiples of 32")

@@ -39,7 +39,7 @@ from .. import attrs
 from ..errors import TTUnsupportedError
 from ..target import TTOptions, mesh_text
 from .common import TILE, TileOps, _ops_matching, decode_region, describe, is_call_to, shape_vars, source_of, \
-    tilelang_text, visit, with_grid_extent
+    tilelang_text, uses_var, visit, with_grid_extent
 
 AXES = {"blockIdx.x": "x", "blockIdx.y": "y", "blockIdx.z": "z"}
 _OUTERMOST_FIRST = ("blockIdx.z", "blockIdx.y", "blockIdx.x")
@@ -104,14 +104,6 @@ def _collect(func: tirx.PrimFunc) -> Kernel:
     return kernel
 
 
-def _uses(expr, var) -> bool:
-    """Whether ``var`` occurs in ``expr`` (a PrimExpr or a statement)."""
-    hits = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tirx.PrimExpr) else expr,
-                                       lambda n: hits.append(1) if isinstance(n, tirx.Var) and n.same_as(var) else None)
-    return bool(hits)
-
-
 @dataclass
 class Shard:
     dim: int
@@ -127,7 +119,7 @@ def _index_form(expr, var, extent: int, ana, what: str, src: str) -> Shard | Non
     if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or int(coeffs[0].value) <= 0:
         return None
     stride, rest = int(coeffs[0].value), coeffs[1]
-    if _uses(rest, var):
+    if uses_var(rest, var):
         return None
     bound = ana.const_int_bound(rest)
     if bound.min_value < 0 or bound.max_value + extent > stride:
@@ -148,7 +140,7 @@ def _mesh_annotation(body) -> str | None:
 
 def _writes_disjoint(kernel: Kernel, var) -> bool:
     writes = [a for a in kernel.accesses if a.kind != "read"]
-    return bool(writes) and all(any(_uses(m, var) for m in a.mins) for a in writes)
+    return bool(writes) and all(any(uses_var(m, var) for m in a.mins) for a in writes)
 
 
 def _choose_axis(kernel: Kernel, annotated: str | None, src: str) -> str:
@@ -188,7 +180,7 @@ def _distribution(buf, accesses, var, extent: int, chips: int, axis: str, others
                   src: str) -> Shard | None:
     """None (replicated) or the Shard of one tensor parameter, from all its accesses."""
     name = buf.name
-    dims = sorted({d for a in accesses for d, m in enumerate(a.mins) if _uses(m, var)})
+    dims = sorted({d for a in accesses for d, m in enumerate(a.mins) if uses_var(m, var)})
     if not dims:
         if any(a.kind != "read" for a in accesses):
             _refuse_shared_write(name, accesses, axis, others, src)
@@ -201,7 +193,7 @@ def _distribution(buf, accesses, var, extent: int, chips: int, axis: str, others
     shard = None
     for a in accesses:
         what = f"{name}'s dimension {d} in {describe(a.stmt)}"
-        if not _uses(a.mins[d], var):
+        if not uses_var(a.mins[d], var):
             raise TTUnsupportedError(f"{name} is indexed by b{axis} in some accesses and not in {describe(a.stmt)}: "
                                      "the chips would need each other's shards", construct=f"tensor {name}",
                                      source=src, fix="split another grid axis (T.annotate_tt_mesh) or run on one chip")
@@ -260,7 +252,7 @@ def _check_other_uses(func, var, shards: dict, axis: str, src: str) -> None:
         exprs = {tirx.Evaluate: lambda n: [n.value], tirx.IfThenElse: lambda n: [n.condition],
                  tirx.For: lambda n: [n.min, n.extent], tirx.Bind: lambda n: [n.value],
                  tirx.BufferStore: lambda n: [n.value, *n.indices]}.get(type(node))
-        if not culprit and exprs is not None and any(_uses(e, var) for e in exprs(node)):
+        if not culprit and exprs is not None and any(uses_var(e, var) for e in exprs(node)):
             culprit.append(node)
 
     tirx.stmt_functor.post_order_visit(body, on_stmt)

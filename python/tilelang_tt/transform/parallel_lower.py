@@ -352,12 +352,7 @@ class ParallelLower:
             win = self.staging_buffer(buf, window[0], window[1], "part", scope=SCOPE_FRAGMENT)
             self.cbs[win.name].producer.add("compute")
             self.cbs[win.name].consumer.add("compute")
-            prev = self.current(buf)
-            self.cb(prev).consumer.add("compute")
-            dst = self.target(buf)
-            after.append(call(TTOps.insert_window, self.cb_index_placeholder(dst), self.cb_index_placeholder(win),
-                              self.cb_index_placeholder(prev),
-                              *(tirx.IntImm("int32", int(o) // TILE) for o in origin), note=note))
+            after.append(self.insert_into(buf, win, [int(o) // TILE for o in origin], note))
             return win
 
         def transposed(buf, indices, dims):

@@ -49,7 +49,7 @@ from .. import attrs
 from ..device import TILE
 from ..errors import TTAnnotationError, TTError
 from .common import (TileOps, decode_region, is_call_to, is_global, op, renew_vars, source_of, static_grid,
-                     tile_op_call, with_grid_extent)
+                     tile_op_call, with_grid_extent, uses_var)
 from .head_groups import group_heads, kv_group
 
 logger = logging.getLogger(__name__)
@@ -388,7 +388,7 @@ class _Rechunk:
         elif is_global(buf):   # the K/V rows of this chunk: the dimension whose start moved to the chunk
             lead = len(load.indices) - len(ext)
             for d, lo in enumerate(load.indices):
-                if d >= lead and _uses(lo, self.k2) and int(ext[d - lead]) == self.block_n:
+                if d >= lead and uses_var(lo, self.k2) and int(ext[d - lead]) == self.block_n:
                     ext[d - lead] = tirx.IntImm("int32", self.rows)
         return tirx.Call(node.dtype, node.op, [load, node.args[1], *ext])
 
@@ -401,11 +401,6 @@ class _Rechunk:
         return tirx.Call(node.dtype, node.op, args)
 
 
-def _uses(expr, var) -> bool:
-    hits = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: hits.append(n) if isinstance(n, tirx.Var)
-                                       and n.same_as(var) else None)
-    return bool(hits)
 # ---- the pass ----------------------------------------------------------------------------------------------------
 def _root_block(func):
     found = []
@@ -444,17 +439,18 @@ def sdpa_fusion(func: tirx.PrimFunc, options, lower=None) -> tirx.PrimFunc:
     ann = _schedule_annotation(block)
     k_rows = int(match.k_s.shape[0])
     group = kv_group(block.body, grid, match.k_s, decode_region(match.pv.args[1]).buffer)
+    start = (int(ann["qk_chunk_tiles"]) * TILE, "annotation") if ann is not None and "qk_chunk_tiles" in ann \
+        else (k_rows, "block_N")
     for heads in _heads_per_block(group, grid, options.core_limit(), _work(block.body, match, grid)):
         if lower is None:       # the pass on its own cannot lower a candidate to see that it fits
             break
-        fused = _grouped(func, options, grid, block, match, k_rows, lower, ann, group, heads)
+        fused = _chunk_from_l1(func, options, grid, block, match, *start, lower, group, heads)
         if fused is not None:
             return fused
-    if ann is not None and "qk_chunk_tiles" in ann:
-        return _fuse(func, options, grid, block, match, int(ann["qk_chunk_tiles"]) * TILE, "annotation")
-    if _tile_bytes_estimate(block) <= options.device.l1_usable_bytes * 0.9:
-        return _fuse(func, options, grid, block, match, k_rows, "block_N")
-    return _chunk_from_l1(func, options, grid, block, match, k_rows, lower)
+    if start[1] == "annotation" or _tile_bytes_estimate(block) <= options.device.l1_usable_bytes * 0.9:
+        return _fuse(func, options, grid, block, match, *start)
+    fused = _chunk_from_l1(func, options, grid, block, match, *start, lower) if lower is not None else None
+    return fused if fused is not None else _fuse(func, options, grid, block, match, *start)
 
 
 def _work(body, match, grid) -> list[int]:
@@ -488,54 +484,33 @@ def _heads_per_block(group, grid, cores: int, work: list[int]) -> list[int]:
     return [n for n in range(group[2], 1, -1) if group[2] % n == 0 and busiest(n) <= 1.1 * base]
 
 
-def _grouped(func, options, grid, block, match, k_rows, lower, ann, group, heads):
-    """The kernel with ``heads`` query heads per block at the K/V chunk the annotation asks for, or the largest
-    halving of block_N that fits L1; None when none fits (or the grouping does not apply)."""
-    from ..errors import TTResourceError
-
-    rows, by = (int(ann["qk_chunk_tiles"]) * TILE, "annotation") if ann is not None and "qk_chunk_tiles" in ann \
-        else (k_rows, "block_N")
-    while True:
-        try:
-            fused = _fuse(func, options, grid, block, match, rows, by, group, heads)
-            if fused is None:
-                return None
-            lower(fused)
-            return fused
-        except TTResourceError:
-            if by == "annotation" or rows % (2 * TILE):
-                return None
-            rows, by = rows // 2, "L1"
-        except TTError:
-            return None
-
-
 def _tile_bytes_estimate(block) -> int:
     """An upper-bound guess of the kernel's CB bytes: every tile buffer double-buffered."""
     return sum(2 * math.prod(int(d) for d in b.shape) * tvm.DataType(b.dtype).bits // 8 for b in block.alloc_buffers
                if all(isinstance(d, tirx.IntImm) for d in b.shape))
 
 
-def _chunk_from_l1(func, options, grid, block, match, k_rows, lower):
-    """The kernel's block_N, or the largest halving of it whose circular buffers fit L1: ``lower`` (the pipeline's
-    ``lower_candidate``: GridToPersistentTT .. StreamBandsTT, handed in, never imported) raises TTResourceError for
-    a candidate that does not fit. The kernel as written when none fits (its L1 error then surfaces), or when the
-    pass runs on its own (no ``lower``)."""
+def _chunk_from_l1(func, options, grid, block, match, rows: int, chosen_by: str, lower, group=None,
+                   heads: int = 1):
+    """The fused kernel (``heads`` query heads of a K/V group per block) at K/V chunk ``rows``, or, when its circular
+    buffers do not fit L1, at the largest halving of it that does (an annotated chunk is not halved): ``lower``
+    (the pipeline's ``lower_candidate``: GridToPersistentTT .. StreamBandsTT, handed in, never imported) raises
+    TTResourceError for a candidate that does not fit. None when none fits, the lowering fails otherwise, or the
+    grouping does not apply."""
     from ..errors import TTResourceError
 
-    rows = k_rows
-    while lower is not None:
+    while True:
         try:
-            fused = _fuse(func, options, grid, block, match, rows, "L1" if rows != k_rows else "block_N")
-            lower(fused)
+            fused = _fuse(func, options, grid, block, match, rows, chosen_by, group, heads)
+            if fused is not None:
+                lower(fused)
             return fused
         except TTResourceError:
-            if rows % (2 * TILE):
-                break
-            rows //= 2
+            if chosen_by == "annotation" or rows % (2 * TILE):
+                return None
+            rows, chosen_by = rows // 2, "L1"
         except TTError:
-            break
-    return _fuse(func, options, grid, block, match, k_rows, "block_N")
+            return None
 
 
 def _fuse(func, options, grid, block, match, chunk_rows: int, chosen_by: str, group=None, heads: int = 1):

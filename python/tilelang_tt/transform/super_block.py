@@ -72,20 +72,13 @@ from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
 from ..target import TTOptions
 from .tensorize import _subblock
 from .common import (TileOps, decode_region, grid_loops, is_call_to, is_global, prim_func_pass, region_call, rewrap,
-                     static_grid, static_shape, strip_attrs, tile_op_call)
+                     static_grid, static_shape, strip_attrs, tile_op_call, uses_var)
 
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y")
 # K steps fused at most: each fused step reloads and re-packs the CB-resident accumulator once instead of f times;
 # at 4 the reload is at most a fifth of what the unpacker moves per K tile (two operand tiles per matmul_tiles)
 K_STEPS_FUSED = 4
-
-
-def _uses(expr, var) -> bool:
-    hit = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tvm.ir.PrimExpr) else expr,
-                                       lambda n: hit.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
-    return bool(hit)
 
 
 def _subst(expr, mapping: dict):
@@ -114,7 +107,7 @@ class _Gemm:
         loop = stmts[1]
         if not isinstance(loop, tirx.For) or loop.kind != tirx.ForKind.SERIAL or loop.thread_binding is not None:
             raise _NoMatch("no serial K loop after T.clear")
-        if any(_uses(e, v) for e in (loop.min, loop.extent) for v in (self.by, self.bx)):
+        if any(uses_var(e, v) for e in (loop.min, loop.extent) for v in (self.by, self.bx)):
             raise _NoMatch("the K loop's bounds depend on the block")
         self.loop = loop
         inner = list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
@@ -141,14 +134,14 @@ class _Gemm:
                 raise _NoMatch("a K-loop copy is not a 2-D read of a tensor block")
             if tuple(int(e) for e in src.extents) != tuple(static_shape(dst.buffer)):
                 raise _NoMatch("a K-loop copy does not fill its whole tile buffer")
-            found = [(axis, v) for axis in range(2) for v in (self.by, self.bx) if _uses(src.mins[axis], v)]
+            found = [(axis, v) for axis in range(2) for v in (self.by, self.bx) if uses_var(src.mins[axis], v)]
             if len(found) != 1:
                 raise _NoMatch("a K-loop read is not indexed by exactly one of by / bx")
             axis, v = found[0]
             if not self._stride_is(src.mins[axis], v, src.extents[axis]):
                 raise _NoMatch("a K-loop read does not step by its block size")
             self.k_steps &= self._stride_is(src.mins[1 - axis], loop.loop_var, src.extents[1 - axis]) and \
-                not any(_uses(src.mins[1 - axis], b) for b in (self.by, self.bx))
+                not any(uses_var(src.mins[1 - axis], b) for b in (self.by, self.bx))
             self.reads[dst.buffer.name] = (dst.buffer, axis, v)
         a_axis = 1 if self.trans_a else 0           # the M axis of A_s
         b_axis = 0 if self.trans_b else 1           # the N axis of B_s
@@ -176,8 +169,8 @@ class _Gemm:
                 raise _NoMatch("the epilogue copies part of a buffer")
             if is_global(dst.buffer):
                 if len(dst.mins) != 2 or not self._stride_is(dst.mins[0], self.by, self.bm) or \
-                        not self._stride_is(dst.mins[1], self.bx, self.bn) or _uses(dst.mins[0], self.bx) or \
-                        _uses(dst.mins[1], self.by):
+                        not self._stride_is(dst.mins[1], self.bx, self.bn) or uses_var(dst.mins[0], self.bx) or \
+                        uses_var(dst.mins[1], self.by):
                     raise _NoMatch("the epilogue does not store at [by * bm, bx * bn]")
             elif tuple(static_shape(dst.buffer)) != (self.bm, self.bn) or dst.buffer.name in staged:
                 raise _NoMatch("the epilogue stages through a buffer of another shape")

@@ -45,7 +45,7 @@ from tvm.ir import Op
 from .. import attrs
 from ..errors import TTShapeError, TTUnsupportedError
 from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of,
-                     tile_op_call, transform)
+                     tile_op_call, transform, uses_var)
 
 ROW, COL = "row", "col"
 
@@ -75,18 +75,11 @@ def _prod(values):
     return out
 
 
-def _uses(expr, var) -> bool:
-    found = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr) if isinstance(expr, tirx.PrimExpr) else expr,
-                                       lambda n: found.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
-    return bool(found)
-
-
 def _group_rows(index, var):
     """g when ``index`` divides an expression of ``var`` by a constant g (a per-group row / column), else None."""
     found = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(index), lambda n: found.append(int(n.b.value)) if isinstance(
-        n, tirx.FloorDiv) and isinstance(n.b, tirx.IntImm) and _uses(n.a, var) else None)
+        n, tirx.FloorDiv) and isinstance(n.b, tirx.IntImm) and uses_var(n.a, var) else None)
     return found[0] if found else None
 
 
@@ -198,7 +191,7 @@ class _Views:
         for a in accesses:
             if len(a.indices) == 1 and len(vars_) == 2:
                 for pos, v in enumerate(vars_):
-                    if _uses(a.indices[0], v):
+                    if uses_var(a.indices[0], v):
                         self.orient.set(a.buffer, COL if pos == 0 else ROW,
                                         f"indexed by the {'row' if pos == 0 else 'column'} variable {v.name} of "
                                         "a T.Parallel nest")
@@ -210,7 +203,7 @@ class _Views:
                 seen = self.bcast.get(a.buffer.data, (True, True))
                 self.bcast[a.buffer.data] = tuple(seen[k] and self._bcast(a, vars_, k) for k in (0, 1))
             if is_global(a.buffer) and len(a.indices) >= 3:
-                ext = tuple(next((e for v, e in zip(vars_, extents) if _uses(ix, v)), 1) for ix in a.indices)
+                ext = tuple(next((e for v, e in zip(vars_, extents) if uses_var(ix, v)), 1) for ix in a.indices)
                 rows = extents[0] if len(vars_) == 2 else 1
                 cols = extents[-1]
                 self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
@@ -225,11 +218,11 @@ class _Views:
         if not (isinstance(access, tirx.BufferLoad) and len(vars_) == 2):
             return False
         span = self.ana.simplify(self._extent[vars_[axis]])
-        if not (_uses(moving, vars_[1 - axis]) and not _uses(moving, vars_[axis]) and isinstance(span, tirx.IntImm)
-                and int(span) % TILE == 0):
+        if not (uses_var(moving, vars_[1 - axis]) and not uses_var(moving, vars_[axis])
+                and isinstance(span, tirx.IntImm) and int(span) % TILE == 0):
             return False     # only broadcasts over whole tiles (a 1-row block keeps its row where it is)
         g = _group_rows(access.indices[axis], vars_[axis])
-        if _uses(fixed, vars_[axis]) and g is not None:
+        if uses_var(fixed, vars_[axis]) and g is not None:
             raise TTUnsupportedError(
                 f"{access.buffer.name}{list(access.indices)} changes every {g} values of the T.Parallel's {what} "
                 f"variable {vars_[axis].name}: a per-group {what} is broadcast over a whole block, and TT "
@@ -239,7 +232,7 @@ class _Views:
                 fix=f"use block_K <= group_size with group_size a multiple of block_K and of {TILE}" +
                     (f"; for groups below {TILE} expand the scales on the host to one per weight and multiply "
                      "element-wise" if g < TILE else ""))
-        return (not _uses(fixed, vars_[0]) and not _uses(fixed, vars_[1])
+        return (not uses_var(fixed, vars_[0]) and not uses_var(fixed, vars_[1])
                 and not self.ana.can_prove(tirx.floormod(fixed, TILE) == 0))
 
     def _tile_op(self, stmt, c):
