@@ -40,6 +40,7 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tilelang_tt", "templates"
 _ENV.filters["comment"] = comment_text     # anything user-named that lands in a // comment goes through this
 
 KERNEL_FILES = {"reader": "kernels/reader.cpp", "compute": "kernels/compute.cpp", "writer": "kernels/writer.cpp"}
+HELPERS_FILE = "kernels/dataflow_helpers.h"   # the data-movement helpers reader.cpp and writer.cpp include
 
 
 @dataclass
@@ -52,8 +53,8 @@ class Artifact:
     def source(self) -> str:
         """All sources, each under a banner with its path."""
         parts = []
-        for rel in ("kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "host.cpp", "tt.plan.json",
-                    "CMakeLists.txt"):
+        for rel in ("kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", HELPERS_FILE, "host.cpp",
+                    "tt.plan.json", "CMakeLists.txt"):
             parts.append(f"// ===== {rel} =====\n{self.files[rel]}")
         return "\n".join(parts)
 
@@ -241,11 +242,7 @@ def _render_dataflow(ctx: KernelContext, program, plan, role: str) -> str:
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
-        body=print_body(body, ctx.cb_vars), dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag},
-        scaler=any(c.op == "generate_reduce_scaler" for c in calls(body)),
-        index_tiles=any(c.op == "generate_index_tile" for c in calls(body)),
-        index_reads=any(c.op == "read_index" for c in calls(body)), gathers=any(c.op == "gather_row" for c in calls(body)),
-        mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
+        body=print_body(body, ctx.cb_vars), helpers_header=Path(HELPERS_FILE).name, mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
 
 
 def _render_compute(ctx: KernelContext, program, plan) -> str:
@@ -265,6 +262,8 @@ def _render(ctx: KernelContext, program, plan) -> dict[str, str]:
         "kernels/reader.cpp": _render_dataflow(ctx, program, plan, "reader"),
         "kernels/compute.cpp": _render_compute(ctx, program, plan),
         "kernels/writer.cpp": _render_dataflow(ctx, program, plan, "writer"),
+        HELPERS_FILE: _ENV.get_template("dataflow_helpers.h.j2").render(
+            dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag}),
         "tt.plan.json": plan_mod.dumps(plan),
         "tt.program.txt": dump(program),
         "tt.program.json": ttir_json.dumps(program),

@@ -23,6 +23,7 @@ import io
 import json
 import logging
 import os
+import re
 import stat
 import struct
 import tarfile
@@ -39,6 +40,17 @@ _PREFIX = struct.Struct("<8sII32s")
 REQUIRED_FILES = ("tt.plan.json", "kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "host.cpp",
                   "CMakeLists.txt")
 _CONSTRUCT = "tilelang_tt.load"
+
+
+def missing_files(files: dict[str, str]) -> list[str]:
+    """The required files an artifact lacks, and the headers its kernels include from beside them
+    (``#include "dataflow_helpers.h"``) that it lacks."""
+    missing = [f for f in REQUIRED_FILES if f not in files]
+    for rel in sorted(f for f in files if f.startswith("kernels/") and f.endswith(".cpp")):
+        for name in re.findall(r'^#include "([^"/]+)"', files[rel], re.M):
+            if f"kernels/{name}" not in files and f"kernels/{name}" not in missing:
+                missing.append(f"kernels/{name}")
+    return missing
 
 
 def _tar(files: dict[str, str]) -> bytes:
@@ -65,7 +77,7 @@ def _untar(payload: bytes, where: str) -> dict[str, str]:
     except (tarfile.TarError, UnicodeDecodeError, EOFError) as err:
         raise TTPackageError(f"{where}: the payload is not a readable tar ({err})", construct=_CONSTRUCT,
                              fix="re-export the kernel") from None
-    missing = [f for f in REQUIRED_FILES if f not in files]
+    missing = missing_files(files)
     if missing:
         raise TTPackageError(f"{where}: the payload lacks {', '.join(missing)}", construct=_CONSTRUCT,
                              fix="re-export the kernel")
@@ -218,7 +230,7 @@ def read_artifact(path) -> tuple[dict | None, dict[str, str]]:
     path = Path(path)
     if path.is_dir():
         files = _directory_files(path)
-        missing = [f for f in REQUIRED_FILES if f not in files]
+        missing = missing_files(files)
         if missing:
             raise TTPackageError(f"{path} is not an artifact directory: it lacks {', '.join(missing)}",
                                  construct=_CONSTRUCT, fix="pass a directory written by tilelang.compile or "

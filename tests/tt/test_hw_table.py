@@ -142,13 +142,13 @@ def test_templates_take_tile_geometry_from_the_table():
     import re
 
     templates = ROOT / "python" / "tilelang_tt" / "templates"
-    for path in templates.glob("*.cpp.j2"):
+    for path in [*templates.glob("*.cpp.j2"), *templates.glob("*.h.j2")]:
         code = re.sub(r"//[^\n]*", "", path.read_text())
         literals = re.findall(r"(?<![\w.])(16|32|256|512|1024)(?![\w.])", code)
         assert not literals, f"{path.name}: geometry literals {literals}; render them from tilelang_tt.device"
     from tests.tt.helpers import artifact
     from examples import kernels as K
 
-    reader = artifact(K.softmax(M=64, N=64)).files["kernels/reader.cpp"]
-    assert f"constexpr uint32_t kTileDim = {device.TILE};" in reader
-    assert f"constexpr uint32_t kFaceDim = {device.FACE};" in reader
+    helpers = artifact(K.softmax(M=64, N=64)).files["kernels/dataflow_helpers.h"]
+    assert f"constexpr uint32_t kTileDim = {device.TILE};" in helpers
+    assert f"constexpr uint32_t kFaceDim = {device.FACE};" in helpers

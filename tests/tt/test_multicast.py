@@ -170,16 +170,16 @@ def test_multicast_true_without_shared_operand_is_an_error():
 # ---- the sanitizer on broken handshakes (tests/tt/test_sanitizer.py's corpus form) --------------------------
 # (id, file, text to replace, replacement, expected message regex)
 CORPUS = [
-    ("receiver_reads_before_valid", "kernels/reader.cpp", "noc_semaphore_wait(receiver_sem, kSemValid);", "",
+    ("receiver_reads_before_valid", "kernels/dataflow_helpers.h", "noc_semaphore_wait(receiver_sem, kSemValid);", "",
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(\d+, \d+\) publishes page \d+, which no NoC "
      r"transfer has written since cb_reserve_back: a multicast receiver must wait for the sender's VALID"),
-    ("sender_overwrites_before_ready", "kernels/reader.cpp", "noc_semaphore_wait(sender_sem, group.num_dests);", "",
+    ("sender_overwrites_before_ready", "kernels/dataflow_helpers.h", "noc_semaphore_wait(sender_sem, group.num_dests);", "",
      r"noc_async_write_multicast from core \(x=\d+, y=\d+\) lands in L1 \[0x[0-9a-f]+, 0x[0-9a-f]+\) of core "
      r"\(x=\d+, y=\d+\), which that core has not reserved with cb_reserve_back: the sender overwrites it before the "
      r"receiver is ready"),
-    ("reversed_corners", "kernels/reader.cpp", "return noc_index == 0 ?", "return noc_index != 0 ?",
+    ("reversed_corners", "kernels/dataflow_helpers.h", "return noc_index == 0 ?", "return noc_index != 0 ?",
      r"multicast rectangle start \(\d+, \d+\) end \(\d+, \d+\) on NOC\d: the corners are reversed for this NoC"),
-    ("wrong_num_dests", "kernels/reader.cpp", "group.num_dests);\n        //",
+    ("wrong_num_dests", "kernels/dataflow_helpers.h", "group.num_dests);\n        //",
      "group.num_dests + 1);\n        //",
      r"noc_async_write_multicast with num_dests = \d+, but the rectangle .* holds \d+ cores besides the sender"),
 ]

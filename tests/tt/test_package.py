@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -116,6 +117,15 @@ def test_missing_file_and_bad_directory(tmp_path):
     (tmp_path / "dir").mkdir()
     with pytest.raises(TTPackageError, match="lacks tt.plan.json"):
         tilelang_tt.load(tmp_path / "dir")
+
+
+def test_artifact_without_the_header_its_kernels_include_is_refused(gemm_package, tmp_path):
+    kernel, _ = gemm_package
+    broken = tmp_path / "artifact"
+    shutil.copytree(kernel.artifact_dir, broken)
+    (broken / "kernels" / "dataflow_helpers.h").unlink()
+    with pytest.raises(TTPackageError, match=r"it lacks kernels/dataflow_helpers\.h"):
+        tilelang_tt.load(broken)
 
 
 def test_payload_with_unsafe_member_is_refused(gemm_package, tmp_path):

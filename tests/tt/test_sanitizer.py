@@ -79,23 +79,23 @@ CORPUS = [
      "        noc_async_read_barrier();\n", "", None,
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(0, 1\) publishes pages whose NoC reads were not "
      r"completed: call noc_async_read_barrier\(\) first"),
-    ("noc_read_outside_buffer", "add", "kernels/reader.cpp",
+    ("noc_read_outside_buffer", "add", "kernels/dataflow_helpers.h",
      "noc_async_read_page(page, tensor,", "noc_async_read_page(page + 1000, tensor,", 1,
-     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page: page 100\d is outside the buffer at 0x[0-9a-f]+ \(4 pages\)"),
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+ \(dataflow_helpers.h:\d+\): noc_async_read_page: page 100\d is outside the buffer at 0x[0-9a-f]+ \(4 pages\)"),
     ("noc_read_into_unreserved_l1", "add", "kernels/reader.cpp",
      "        cb_reserve_back(cb_A_tile, 1);\n", "", 1,
-     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: get_write_ptr\(0\) without a pending cb_reserve_back"),
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+ \(dataflow_helpers.h:\d+\): get_write_ptr\(0\) without a pending cb_reserve_back"),
     ("missing_write_barrier_before_pop", "add", "kernels/writer.cpp",
      "        noc_async_write_barrier();\n        cb_pop_front(cb_C_out, 1);", "        cb_pop_front(cb_C_out, 1);", 1,
      r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: cb_pop_front\(16, 1\) frees pages that a NoC write "
-     r"\(issued at line \d+\) is still reading: call noc_async_write_barrier\(\) first"),
-    ("unaligned_noc_read", "add", "kernels/reader.cpp",
+     r"\(issued at dataflow_helpers.h:\d+\) is still reading: call noc_async_write_barrier\(\) first"),
+    ("unaligned_noc_read", "add", "kernels/dataflow_helpers.h",
      "noc_async_read_page(page, tensor, l1_write_addr);", "noc_async_read_page(page, tensor, l1_write_addr, 2);", 1,
-     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page: source 0x[0-9a-f]+ \(DRAM\) and "
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+ \(dataflow_helpers.h:\d+\): noc_async_read_page: source 0x[0-9a-f]+ \(DRAM\) and "
      r"destination 0x[0-9a-f]+ \(L1\) are not congruent modulo 32 B"),
     ("write_without_wait", "add", "kernels/writer.cpp",
      "        cb_wait_front(cb_C_out, 1);\n", "", 1,
-     r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: get_read_ptr\(16\) without a preceding cb_wait_front"),
+     r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+ \(dataflow_helpers.h:\d+\): get_read_ptr\(16\) without a preceding cb_wait_front"),
     ("dst_over_capacity", "add", "kernels/compute.cpp",
      "pack_tile(0, cb_C_out);", "pack_tile(8, cb_C_out);", 1,
      r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile: DST index 8 exceeds the 8 tiles DST holds"),
@@ -136,24 +136,24 @@ CORPUS = [
      r"(?s)kernel .*kernels/compute.cpp does not compile \(-Wall -Werror\):.*comparison of integer expressions of "
      r"different signedness"),
     # a NoC read longer than the page it comes from (it would run into the next page of the bank)
-    ("noc_read_longer_than_its_page", "add", "kernels/reader.cpp",
+    ("noc_read_longer_than_its_page", "add", "kernels/dataflow_helpers.h",
      "noc_async_read_page(page, tensor, l1_write_addr);",
      "noc_async_read(get_noc_addr(page, tensor), l1_write_addr, 4096);", 1,
-     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read: 4096 bytes at offset 0 overrun the "
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+ \(dataflow_helpers.h:\d+\): noc_async_read: 4096 bytes at offset 0 overrun the "
      r"2048-byte page"),
     # a CB the NoC fills holds the format of the pages it receives: bf16 pages read into a CB declared Float32
     # would be unpacked as fp32 words (two bf16 values each) -- the widening-copy miscompile of issue 22
     ("cb_filled_with_pages_of_another_format", "add", "host.cpp",
      "CircularBufferConfig(4096, {{0, tt::DataFormat::Float16_b}})\n                             .set_page_size(0, 2048)",
      "CircularBufferConfig(8192, {{0, tt::DataFormat::Float32}})\n                             .set_page_size(0, 4096)", 1,
-     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: noc_async_read_page reads page \d+ of the DRAM buffer at "
+     r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+ \(dataflow_helpers.h:\d+\): noc_async_read_page reads page \d+ of the DRAM buffer at "
      r"0x[0-9a-f]+, which holds Float16_b data \(2048-byte pages\), into CB 0 configured as Float32 \(4096-byte "
      r"pages\): the CB would hold bytes of another format"),
     # and a tensor keeps its format: a Float32 output CB drained into a bf16 tensor's pages
     ("tensor_written_from_a_cb_of_another_format", "add", "host.cpp",
      "CircularBufferConfig(4096, {{16, tt::DataFormat::Float16_b}})\n                             .set_page_size(16, 2048)",
      "CircularBufferConfig(8192, {{16, tt::DataFormat::Float32}})\n                             .set_page_size(16, 4096)", 1,
-     r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+: noc_async_write_page writes pages of CB 16 \(Float32\) "
+     r"writer \(RISCV_0\) kernel \S*kernels/writer.cpp:\d+ \(dataflow_helpers.h:\d+\): noc_async_write_page writes pages of CB 16 \(Float32\) "
      r"into page \d+ of the DRAM buffer at 0x[0-9a-f]+, which holds Float16_b data \(2048-byte pages\): the tensor "
      r"would hold bytes of another format"),
     # float DST packed into an Int32 CB: the packer would store the floats' bits as the integers
@@ -199,6 +199,25 @@ def test_errors_name_the_tilelang_statement(tmp_path, add_kernel):
         emulator.run(broken, add_kernel.plan, tensors_for(add_kernel), timeout_s=120)
     assert re.search(r"reader\.cpp:\d+: cb_push_back\(0, 1\) publishes pages .*\n  TileLang: T\.Parallel: "
                      r"C\[by \* 32 \+ i, bx \* 32 \+ j\] = A\[.*\] \+ B\[.*\] \(.*kernels\.py:\d+ \(kernel 'add'\)\)",
+                     str(err.value)), str(err.value)
+
+
+def test_an_error_in_a_helper_names_the_helper_line_and_the_tilelang_statement(tmp_path, add_kernel):
+    """A NoC read the reader's helper issues wrongly is reported at the kernel's line with the helper's line beside
+    it; the TileLang statement comes from the kernel line. The kernel ran clean first: tt-sim's kernel cache keys
+    each build on the headers a kernel includes from its own directory too, so the broken helper is rebuilt."""
+    emulator.run(add_kernel.artifact_dir, add_kernel.plan, tensors_for(add_kernel))
+    broken = tmp_path / "artifact"
+    shutil.copytree(add_kernel.artifact_dir, broken)
+    helpers = broken / "kernels" / "dataflow_helpers.h"
+    text = helpers.read_text()
+    line = text[:text.index("noc_async_read_page(page, tensor, l1_write_addr);")].count("\n") + 1
+    helpers.write_text(text.replace("noc_async_read_page(page, tensor, l1_write_addr);",
+                                    "noc_async_read_page(page + 1000, tensor, l1_write_addr);"))
+    with pytest.raises(TTSimError) as err:
+        emulator.run(broken, add_kernel.plan, tensors_for(add_kernel), timeout_s=120)
+    assert re.search(rf"reader\.cpp:\d+ \(dataflow_helpers\.h:{line}\): noc_async_read_page: page 100\d is outside "
+                     r"the buffer .*\n  TileLang: T\.Parallel: C\[by \* 32 \+ i, bx \* 32 \+ j\] = A\[",
                      str(err.value)), str(err.value)
 
 

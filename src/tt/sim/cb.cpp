@@ -85,13 +85,13 @@ void cb_push_back(uint32_t cb, uint32_t n, uint32_t line) {
     const uint32_t lo = s.base + s.wr_ptr * s.page_size;
     if (const PendingTransfer* p = noc_pending_overlap(*t.core, false, lo, lo + n * s.page_size)) {
         kernel_error(line, format("cb_push_back(%u, %u) publishes pages whose NoC reads were not completed: call "
-                                  "noc_async_read_barrier() first (the read issued at line %u has not landed)", cb, n,
-                                  p->line));
+                                  "noc_async_read_barrier() first (the read issued at %s has not landed)", cb, n,
+                                  line_text(p->line).c_str()));
     }
     if (const PendingTransfer* p = noc_pending_inline_overlap(*t.core, lo, lo + n * s.page_size)) {
         kernel_error(line, format("cb_push_back(%u, %u) publishes pages whose NoC writes were not completed: call "
-                                  "noc_async_write_barrier() first (the noc_inline_dw_write issued at line %u has not "
-                                  "landed)", cb, n, p->line));
+                                  "noc_async_write_barrier() first (the noc_inline_dw_write issued at %s has not "
+                                  "landed)", cb, n, line_text(p->line).c_str()));
     }
     if (t.role != Role::Compute) {
         for (uint32_t i = 0; i < n; ++i) s.written[(s.wr_ptr + i) % s.num_pages] = 1;
@@ -134,8 +134,8 @@ void cb_pop_front(uint32_t cb, uint32_t n, uint32_t line) {
     check_ring(s, cb, n, s.rd_ptr, line, "cb_pop_front");
     const uint32_t lo = s.base + s.rd_ptr * s.page_size;
     if (const PendingTransfer* p = noc_pending_overlap(*cur().core, true, lo, lo + n * s.page_size)) {
-        kernel_error(line, format("cb_pop_front(%u, %u) frees pages that a NoC write (issued at line %u) is still "
-                                  "reading: call noc_async_write_barrier() first", cb, n, p->line));
+        kernel_error(line, format("cb_pop_front(%u, %u) frees pages that a NoC write (issued at %s) is still "
+                                  "reading: call noc_async_write_barrier() first", cb, n, line_text(p->line).c_str()));
     }
     s.acked += n;
     s.rd_ptr = (s.rd_ptr + n) % s.num_pages;

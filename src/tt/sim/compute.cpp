@@ -79,9 +79,9 @@ void after_math(ComputeState& c, float* tile) {
 
 void require_no_reduce(const ComputeState& c, uint32_t line, const char* op) {
     if (c.reduce_active) {
-        kernel_error(line, format("reduce_uninit() must be called before %s: the reduce_init at line %u is still "
+        kernel_error(line, format("reduce_uninit() must be called before %s: the reduce_init at %s is still "
                                   "active (its unpacker/math state and the packer's edge mask stay configured until "
-                                  "reduce_uninit)", op, c.reduce_line));
+                                  "reduce_uninit)", op, line_text(c.reduce_line).c_str()));
     }
 }
 

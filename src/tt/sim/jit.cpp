@@ -39,6 +39,25 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
     return h;
 }
 
+// The kernel source followed by every header it includes from its own directory (`#include "name"` that
+// resolves beside it, e.g. the artifact's dataflow_helpers.h): the text a build of it depends on.
+std::string source_with_local_headers(const std::string& path) {
+    std::string text = read_file(path);
+    const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+    std::istringstream lines(text);
+    std::string line, headers;
+    while (std::getline(lines, line)) {
+        const std::string directive = "#include \"";
+        if (line.compare(0, directive.size(), directive) != 0) continue;
+        const size_t end = line.find('"', directive.size());
+        if (end == std::string::npos) continue;
+        const std::string local = dir + line.substr(directive.size(), end - directive.size());
+        struct stat st {};
+        if (::stat(local.c_str(), &st) == 0) headers += read_file(local);
+    }
+    return text + headers;
+}
+
 std::string cache_dir() {
     const std::string home = env_or("HOME", "/tmp");
     return env_or("TT_SIM_CACHE_DIR", home + "/.cache/tilelang_tt/sim-kernels");
@@ -85,7 +104,7 @@ Build plan_build(const KernelImage& k, const Device& dev) {
     if (k.spec.compute && k.spec.math_approx_mode) defines += " -DTT_SIM_APPROX=1";            // APPROX
     for (const auto& [name, value] : k.spec.defines) defines += " " + shell_quote("-D" + name + "=" + value);
     const std::string flags = "-std=c++17 -O2 -fPIC -shared -Wall -Werror";
-    const std::string source = read_file(k.source_path);
+    const std::string source = source_with_local_headers(k.source_path);
     const uint64_t h = fnv1a(source, fnv1a(defines + flags + cxx + TT_SIM_HEADERS_HASH + include));
     char name[64];
     std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(h));

@@ -229,9 +229,9 @@ void write_multicast(uint32_t src_l1, uint64_t dst_mcast, uint32_t size, uint32_
                                   "core has reserved", src_l1, src_l1 + size));
     }
     if (const PendingTransfer* p = noc_pending_overlap(*t.core, false, src_l1, src_l1 + size)) {
-        kernel_error(line, format("noc_async_write_multicast sends L1 [0x%x, 0x%x) while the NoC read issued at line %u "
+        kernel_error(line, format("noc_async_write_multicast sends L1 [0x%x, 0x%x) while the NoC read issued at %s "
                                   "into it has not landed: call noc_async_read_barrier() first", src_l1,
-                                  src_l1 + size, p->line));
+                                  src_l1 + size, line_text(p->line).c_str()));
     }
     PendingTransfer p;
     p.write = true;

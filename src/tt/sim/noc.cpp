@@ -267,9 +267,9 @@ void noc_inline_write(uint64_t dst, uint32_t value, uint8_t byte_enable, uint32_
     }
     l1_ptr(*t.core, addr, 4, line);
     if (const PendingTransfer* p = noc_pending_overlap(*t.core, false, addr, addr + 4)) {
-        kernel_error(line, format("noc_inline_dw_write to L1 0x%x while the NoC read issued at line %u into those "
+        kernel_error(line, format("noc_inline_dw_write to L1 0x%x while the NoC read issued at %s into those "
                                   "bytes has not landed: the NoC does not order them; call noc_async_read_barrier() "
-                                  "first", addr, p->line));
+                                  "first", addr, line_text(p->line).c_str()));
     }
     mark_filled(*t.core, addr, addr + 4);
     PendingTransfer p;

@@ -92,8 +92,8 @@ void reduce_tile(ReducePool pool, ReduceAxis axis, uint32_t icb, uint32_t icb_sc
                                   pool_name(pool), axis_name(axis)));
     }
     if (c.reduce_pool != pool || c.reduce_axis != axis) {
-        kernel_error(line, format("reduce_tile<%s, %s> but the active reduce_init (line %u) configured <%s, %s>",
-                                  pool_name(pool), axis_name(axis), c.reduce_line, pool_name(c.reduce_pool),
+        kernel_error(line, format("reduce_tile<%s, %s> but the active reduce_init (%s) configured <%s, %s>",
+                                  pool_name(pool), axis_name(axis), line_text(c.reduce_line).c_str(), pool_name(c.reduce_pool),
                                   axis_name(c.reduce_axis)));
     }
     const bool is_max = pool == ReducePool::Max;

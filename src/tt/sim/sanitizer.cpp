@@ -27,9 +27,42 @@ const char* role_name(Role r) {
     }
 }
 
-std::string where(const Task& t, uint32_t line) {
-    return chip_name(*sim().devices.at(static_cast<size_t>(t.core->device))) + format("core (x=%u, y=%u) %s kernel %s:%u", t.core->x, t.core->y,
-                                                 role_name(t.role), t.kernel->spec.path.c_str(), line);
+namespace {
+// Headers kernels call the API from (the artifact's dataflow_helpers.h): a call site's high bits index this list.
+constexpr uint32_t kLineBits = 20;
+std::vector<std::string>& call_files() {
+    static std::vector<std::string> files;
+    return files;
+}
+uint32_t line_number(uint32_t site) { return site & ((1u << kLineBits) - 1); }
+uint32_t file_index(uint32_t site) { return site >> kLineBits; }
+// The kernel-source line a diagnostic refers to: the call's own, or the kernel's last call before a helper's.
+uint32_t kernel_line(const Task& t, uint32_t site) { return file_index(site) == 0 ? site : t.cur_line; }
+}  // namespace
+
+uint32_t call_site(uint32_t line, const char* file, bool in_kernel_source) {
+    if (in_kernel_source) {
+        cur().cur_line = line;
+        return line;
+    }
+    auto& files = call_files();
+    size_t i = 0;
+    while (i < files.size() && files[i] != file) ++i;
+    if (i == files.size()) files.emplace_back(file);
+    return line_number(line) | static_cast<uint32_t>(i + 1) << kLineBits;
+}
+
+std::string line_text(uint32_t site) {
+    if (file_index(site) == 0) return "line " + std::to_string(site);
+    const std::string& file = call_files().at(file_index(site) - 1);
+    return file.substr(file.find_last_of('/') + 1) + ":" + std::to_string(line_number(site));
+}
+
+std::string where(const Task& t, uint32_t site) {
+    const std::string helper = file_index(site) == 0 ? "" : " (" + line_text(site) + ")";
+    return chip_name(*sim().devices.at(static_cast<size_t>(t.core->device))) +
+           format("core (x=%u, y=%u) %s kernel %s:%u%s", t.core->x, t.core->y, role_name(t.role),
+                  t.kernel->spec.path.c_str(), kernel_line(t, site), helper.c_str());
 }
 
 void die(const std::string& message) {
@@ -55,7 +88,7 @@ std::string tilelang_context(const std::string& path, uint32_t line) {
 
 void kernel_error(uint32_t line, const std::string& message) {
     const Task& t = cur();
-    die(where(t, line) + ": " + message + tilelang_context(t.kernel->spec.path, line));
+    die(where(t, line) + ": " + message + tilelang_context(t.kernel->spec.path, kernel_line(t, line)));
 }
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -68,7 +101,7 @@ std::string deadlock_report(const std::vector<Task*>& tasks) {
     for (const Task* t : tasks) {
         if (t->done) continue;
         out += "  " + where(*t, t->blocked_line) + ": blocked in " + t->blocked_on;
-        out += tilelang_context(t->kernel->spec.path, t->blocked_line) + "\n";
+        out += tilelang_context(t->kernel->spec.path, kernel_line(*t, t->blocked_line)) + "\n";
     }
     out += "  (a cb_wait_front with no matching cb_push_back, or a cb_reserve_back on a full CB that nobody pops)";
     return out;

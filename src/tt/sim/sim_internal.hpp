@@ -311,6 +311,7 @@ int open_device(uint32_t mesh_row, uint32_t mesh_col, uint32_t mesh_rows, uint32
 
 // ---- sanitizer (sanitizer.cpp) -------------------------------------------------------------------------
 std::string where(const Task& t, uint32_t line);
+std::string line_text(uint32_t site);   // a call site: `line N` of the kernel, or `header.h:N` of a header it includes
 std::string deadlock_report(const std::vector<Task*>& tasks);
 void check_end_of_run(const Device& dev, const std::vector<std::unique_ptr<Task>>& tasks);
 

@@ -8,12 +8,18 @@
 #include "tt_sim/device_api.hpp"
 
 namespace tt_sim {
+// A call site: `line` of the kernel source, or of a header it includes (`file`) coded into the line's high bits
+// (sanitizer.cpp decodes it); a call from the kernel source itself also becomes the task's last kernel line.
+uint32_t call_site(uint32_t line, const char* file, bool in_kernel_source);
+
 // The caller's source line, a trailing defaulted argument of every API wrapper (for diagnostics). A type of its own,
 // not uint32_t: an integer cannot convert to it, so an argument too many does not compile (as with the SDK) and an
 // overload with one parameter fewer can never take a caller's last argument as the line.
 struct CallLine {
     uint32_t value;
-    static constexpr CallLine here(uint32_t l = __builtin_LINE()) { return CallLine{l}; }
+    static CallLine here(uint32_t l = __builtin_LINE(), const char* f = __builtin_FILE()) {
+        return CallLine{call_site(l, f, __builtin_strcmp(f, __BASE_FILE__) == 0)};
+    }
     constexpr operator uint32_t() const { return value; }
 };
 }  // namespace tt_sim
