@@ -27,6 +27,7 @@ class State:
         self.checks = 0
         self.failed_check: BaseException | None = None
         self.tt_errors: list[BaseException] = []
+        self.precision_warnings: list[str] = []   # TTPrecisionWarning lines: what the kernels compute less exactly
 
 
 STATE = State()
@@ -202,6 +203,26 @@ def _observe_tt_errors() -> None:
     TTKernelCache.cached = observed
 
 
+def _observe_precision_warnings() -> None:
+    """TTPrecisionWarnings are kept (every one, not once per call site): a WRONG result says whether the compile
+    warned of the bits its kernels lose."""
+    import warnings
+
+    from tilelang_tt.errors import TTPrecisionWarning
+
+    shown = warnings.showwarning
+
+    def observed(message, category, *args, **kwargs):
+        if issubclass(category, TTPrecisionWarning):
+            for line in str(message).splitlines()[1:]:
+                if line.strip() not in STATE.precision_warnings:
+                    STATE.precision_warnings.append(line.strip())
+        return shown(message, category, *args, **kwargs)
+
+    warnings.simplefilter("always", TTPrecisionWarning)
+    warnings.showwarning = observed
+
+
 def set_up() -> contextlib.ExitStack:
     """Every start-up change; returns the context that keeps the device mode and the launch observer on."""
     os.environ["TILELANG_DEFAULT_TARGET"] = "tt"
@@ -221,6 +242,7 @@ def set_up() -> contextlib.ExitStack:
     tilelang.profiler.do_bench = tilelang.profiler.bench.do_bench = _modeled_do_bench
     _observe_checks()
     _observe_tt_errors()
+    _observe_precision_warnings()
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
@@ -356,7 +378,9 @@ def classify(err: BaseException | None, root: Path, unit: Unit) -> tuple[str, st
         seen = f"{STATE.checks} check(s)" if STATE.checks else "no check seen"
         return "CORRECT", f"{seen}, {n} TT launch(es), {ms:.3f} ms modeled"
     if _is_check_failure(err, root):
-        return "WRONG", _message(err) + _where(err, root, in_examples=True)
+        warned = f" [warned: {'; '.join(w.lstrip('- ') for w in STATE.precision_warnings)}]" \
+            if STATE.precision_warnings else " [no TTPrecisionWarning]"
+        return "WRONG", _message(err) + _where(err, root, in_examples=True) + warned
     tuning = "Auto-tuning failed" in str(err)
     if tuning and STATE.launches and STATE.failed_check is not None:
         return "WRONG", "the autotuner's check failed: " + _message(STATE.failed_check)

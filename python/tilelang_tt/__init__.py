@@ -15,7 +15,8 @@ check_tilelang_version()
 
 from . import annotations, backend, language  # noqa: E402
 from .errors import (TTAnnotationError, TTCallError, TTError, TTLoweringError, TTPackageError,  # noqa: E402
-                     TTPlanError, TTScheduleError, TTShapeError, TTTargetError, TTUnsupportedError, TTVersionError)
+                     TTPlanError, TTPrecisionWarning, TTScheduleError, TTShapeError, TTTargetError, TTUnsupportedError,
+                     TTVersionError)
 from .annotations import TTShard, annotate_tt_schedule, annotate_tt_sharding  # noqa: E402
 
 annotations.install_into_tilelang_language()
@@ -23,7 +24,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 from .version import __version__  # noqa: E402
 __all__ = ["TTError", "TTTargetError", "TTAnnotationError", "TTScheduleError", "TTShapeError", "TTUnsupportedError",
-           "TTLoweringError", "TTPlanError", "TTVersionError", "TTPackageError", "TTCallError", "TTShard",
+           "TTLoweringError", "TTPlanError", "TTVersionError", "TTPackageError", "TTCallError", "TTPrecisionWarning", "TTShard",
            "annotate_tt_schedule", "annotate_tt_sharding", "backend", "language", "load", "torch_op"]
 
 

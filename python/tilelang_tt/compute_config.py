@@ -202,6 +202,80 @@ def _kinds(body: list) -> list[str]:
     return [k if k in ("reduce", "matmul") else "eltwise" for k in kinds]
 
 
+# Significant bits (the implicit one included) of a value of each CB format, and of a Float32 CB's value as it reaches
+# SrcA/SrcB on each path (``float32_operands``).
+_FORMAT_BITS = {"Float16": 11, "Float16_b": 8, "Float32": 24}
+_FLOAT32_SRC_BITS = {"tf32": 11, "fp16": 11, "bf16": 8}
+_PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+
+
+def _multiplied_bits(srca: bool, fidelity: str) -> int:
+    """How many significant bits of an operand the FPU's multipliers use at ``fidelity`` (tt-sim's fidelity.cpp,
+    TT_KERNEL_PATTERNS.md 5b): SrcA (matmul in1) 1 + 4 at LoFi, 1 + 9 from HiFi2 on (its last TF32 bit is in no
+    phase); SrcB (matmul in0) 1 + 6 up to HiFi3 (HiFi3 multiplies its next 4 bits by SrcA's first 5 only), all 11
+    at HiFi4."""
+    phases = _PHASES[fidelity]
+    if srca:
+        return 5 if phases == 1 else 10
+    return 11 if phases == 4 else 7
+
+
+def _matmul_operands(body, program, src: str, fidelity: str) -> dict:
+    """``{"in0": {...}, "in1": {...}}`` for the kernel's T.gemm calls: per operand the CB format and the fewest of
+    its significant bits any matmul multiplies (``bits`` of ``of``)."""
+    from .ttir import CB
+
+    out: dict[str, dict] = {}
+    carried: dict[str, str] = {}    # a scratch CB an on-chip transpose fills: the format of the data it holds
+    source = None
+    for c in body:
+        if c.op == "transpose_tile":
+            source = program.cbs[c.args[0].name].fmt
+        elif c.op == "pack_tile" and c.origin == "transpose" and source is not None:
+            carried[next(a.name for a in c.args if isinstance(a, CB))] = source
+        if c.op not in ("matmul_tiles", "matmul_block"):
+            continue
+        for operand, arg in (("in0", c.args[0]), ("in1", c.args[1])):
+            fmt = carried.get(arg.name, program.cbs[arg.name].fmt)
+            if fmt not in _FORMAT_BITS:    # block-float weights: the user chose their precision
+                continue
+            reach = _FLOAT32_SRC_BITS[src] if fmt == "Float32" else _FORMAT_BITS[fmt]
+            bits = min(reach, _multiplied_bits(operand == "in1", fidelity))
+            if operand not in out or bits < out[operand]["bits"]:
+                out[operand] = {"format": fmt, "bits": bits, "of": _FORMAT_BITS[fmt]}
+    return out
+
+
+def precision_warnings(precision: dict, fidelity: str) -> list[str]:
+    """What a kernel computes less exactly than its dtypes, unless the user chose it (math fidelity, allow_tf32):
+    the lines of a ``TTPrecisionWarning``, each with the bound and how to change it."""
+    out = []
+    chosen = precision.get("math_fidelity_source") in ("T.annotate_tt_compute", "target option")
+    for operand, o in sorted(precision.get("matmul_operands", {}).items()):
+        if o["bits"] >= o["of"]:
+            continue
+        if o["format"] == "Float32":
+            if not precision["allow_tf32"]:
+                out.append(f"T.gemm multiplies {o['bits']} of the 24 significant bits of its float32 {operand} "
+                           f"(the FPU's SrcA/SrcB hold TF32): relative error up to 2^-{o['bits'] - 1} per product; "
+                           f"allow_tf32=True (T.annotate_tt_compute) accepts it")
+            continue
+        exact = next((f for f in _PHASES if _multiplied_bits(operand == "in1", f) >= o["of"]), None)
+        if exact is not None and chosen:
+            continue     # the user chose this fidelity over one that multiplies every bit
+        dtype = "float16" if o["format"] == "Float16" else "bfloat16"
+        fix = (f"math_fidelity=\"{exact}\" (T.annotate_tt_compute) multiplies all {o['of']}; choosing "
+               f"math_fidelity=\"{fidelity}\" accepts this" if exact else
+               "no math fidelity multiplies more: the FPU's SrcA multiplier takes 10 bits (tt-sim computes the same)")
+        out.append(f"T.gemm multiplies {o['bits']} of the {o['of']} significant bits of its {dtype} {operand} at "
+                   f"{fidelity}: relative error up to 2^-{o['bits'] - 1} per product; {fix}")
+    if precision.get("float16_pack") == "bf16":
+        out.append("float16 results computed in an fp32 DST are packed through bfloat16 (8 of 11 significant bits, "
+                   "relative error up to 2^-9; the 0.81 pack configuration): store bfloat16 or float32 results, or "
+                   "T.annotate_tt_compute(fp32_dest_acc=False) for a 16-bit DST")
+    return out
+
+
 def precision(program, fp32_acc: bool, resolved: dict) -> dict:
     """The plan's ``precision``: ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
     compute kernel ("reduce", "matmul", "eltwise") the least exact path any of its calls takes (``PRECISION_PATHS``);
@@ -243,4 +317,8 @@ def precision(program, fp32_acc: bool, resolved: dict) -> dict:
            "dst": "fp32" if fp32_acc else "16-bit"}
     if fp16_pack:
         out["float16_pack"] = "bf16"
+    operands = _matmul_operands(body, program, src, str(resolved.get("math_fidelity", "HiFi4")))
+    if operands:
+        out["matmul_operands"] = operands
+        out["math_fidelity_source"] = str(resolved.get("math_fidelity_source", "default"))
     return out

@@ -80,3 +80,9 @@ class TTPackageError(TTError):
 class TTCallError(TTError, ValueError):
     """A call of a compiled kernel with an argument that does not fit its parameter (count, type, dtype, device,
     shape, writability, scalar range). A ValueError, as TileLang's adapters raise for a bad argument."""
+
+
+class TTPrecisionWarning(UserWarning):
+    """A compiled kernel computes less exactly than its dtypes say and the user did not choose it: T.gemm operand
+    bits the FPU does not multiply, float16 results packed through bfloat16 (the plan's ``precision``;
+    docs/usage.md, Precision)."""

@@ -24,6 +24,21 @@ from .target import options_from_target
 logger = logging.getLogger(__name__)
 
 
+def warn_precision(plan: dict) -> None:
+    """A ``TTPrecisionWarning`` naming what this kernel computes less exactly than its dtypes (nothing when it is
+    exact, or the user chose the fidelity / TF32 that costs the bits)."""
+    import warnings
+
+    from .compute_config import precision_warnings
+    from .errors import TTPrecisionWarning
+
+    lines = precision_warnings(plan.get("precision", {}), plan.get("math_fidelity", "HiFi4"))
+    if lines:
+        warnings.warn(TTPrecisionWarning(f"kernel '{plan['kernel']}' ({plan.get('source', '')}) computes less exactly "
+                                         "than its dtypes:\n" + "\n".join(f"  - {line}" for line in lines)),
+                      stacklevel=3)
+
+
 class TTKernelAdapter(BaseKernelAdapter):
     """Runs the generated artifact: on tt-sim (the CPU emulator) when no Tenstorrent device is present.
 
@@ -41,6 +56,7 @@ class TTKernelAdapter(BaseKernelAdapter):
         self.compile_model: dict | None = None
         self._specs: list[ParamSpec] | None = None
         super().__init__(device_mod, params, result_idx)
+        warn_precision(artifact.plan)
 
     def _allocate(self, index: int, dims: dict[str, int]):
         """The output ``index`` of an ``out_idx`` call, its symbolic dimensions (T.dynamic) taken from the inputs

@@ -124,8 +124,8 @@ def test_cli_compile(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "kernel scale on blackhole" in proc.stdout and "3 cores" in proc.stdout
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
-        "CMakeLists.txt", "compute.cpp", "host.cpp", "reader.cpp", "tt.plan.json", "tt.program.json", "tt.program.txt",
-        "writer.cpp"]
+        "CMakeLists.txt", "compute.cpp", "dataflow_helpers.h", "host.cpp", "reader.cpp", "tt.plan.json",
+        "tt.program.json", "tt.program.txt", "writer.cpp"]
     assert "mul_unary_tile(0, 0x40000000u)" in (out / "kernels" / "compute.cpp").read_text()
 
 

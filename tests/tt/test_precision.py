@@ -370,3 +370,67 @@ def test_fp16_transpose_keeps_fp16_bits():
     kernel = tilelang.compile(fp16_transposed_gemm(), target={"kind": "tt", "math_fidelity": "HiFi4"})
     kernel(a, b, c)
     np.testing.assert_array_equal(c.numpy(), (a.double().T @ b.double()).float().numpy())
+
+
+# ---- what a T.gemm multiplies, warned (TTPrecisionWarning) --------------------------------------------------------
+def _compile_recording(func, target):
+    import warnings
+
+    from tilelang_tt import TTPrecisionWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernel = tilelang.compile(func, target=target)
+    return kernel, [str(w.message) for w in caught if issubclass(w.category, TTPrecisionWarning)]
+
+
+@pytest.mark.parametrize("target,bits,warned", [("tt", 7, True), ("tt -math_fidelity=HiFi2", 7, False),
+                                                ("tt -math_fidelity=HiFi4", 8, False)])
+def test_gemm_operand_bits_are_reported_warned_and_what_tt_sim_multiplies(target, bits, warned):
+    """A bf16 T.gemm at the default HiFi2 multiplies 7 of in0's 8 significant bits (SrcB's first phase holds 1 + 6):
+    the plan says so, a TTPrecisionWarning names it and the fidelity that multiplies all 8, and tt-sim computes
+    exactly that: (1 + 2^-7) * 1 comes out as 1. A fidelity the user chose is not warned about."""
+    from examples import kernels as K
+
+    kernel, warnings = _compile_recording(K.design_gemm(32, 32, 32), target)
+    assert kernel.plan["precision"]["matmul_operands"] == {"in0": {"format": "Float16_b", "bits": bits, "of": 8},
+                                                          "in1": {"format": "Float16_b", "bits": 8, "of": 8}}
+    assert len(warnings) == int(warned)
+    if warned:
+        assert ("T.gemm multiplies 7 of the 8 significant bits of its bfloat16 in0 at HiFi2: relative error up to "
+                '2^-6 per product; math_fidelity="HiFi4" (T.annotate_tt_compute) multiplies all 8') in warnings[0]
+    x = 1 + 2.0 ** -7
+    a = (torch.eye(32) * x).bfloat16()
+    c = torch.empty(32, 32, dtype=torch.bfloat16)
+    kernel(a, torch.eye(32).bfloat16(), c)
+    assert c[0, 0].item() == (x if bits == 8 else 1.0)
+
+
+def test_fp16_gemm_in1_loses_a_bit_at_every_fidelity():
+    """float16 in1 reaches SrcA, whose multiplier takes 1 + 9 bits at any fidelity: the last of fp16's 11 is never
+    multiplied (TT_KERNEL_PATTERNS.md 5b), so the warning offers no fidelity; (1 + 2^-10) comes out as 1, while
+    (1 + 2^-9) survives. The float32 output is exact: no float16-packing line."""
+    kernel, warnings = _compile_recording(fp16_transposed_gemm(32, 32, 32), "tt")
+    assert kernel.plan["precision"]["matmul_operands"]["in1"] == {"format": "Float16", "bits": 10, "of": 11}
+    assert warnings and len(warnings[0].splitlines()) == 2, warnings
+    assert ("T.gemm multiplies 10 of the 11 significant bits of its float16 in1 at HiFi4: relative error up to 2^-9 "
+            "per product; no math fidelity multiplies more") in warnings[0]
+    for x, want in ((1 + 2.0 ** -10, 1.0), (1 + 2.0 ** -9, 1 + 2.0 ** -9)):
+        c = torch.empty(32, 32)
+        kernel(torch.eye(32).half(), (torch.eye(32) * x).half(), c)
+        assert c[0, 0].item() == want
+
+
+def test_fp16_output_and_float32_gemm_are_warned_exact_kernels_are_not():
+    """TileLang's fp16 GEMM example (fp16 in and out, fp32 accumulation) is warned of both its losses; a float32
+    T.gemm of its TF32 operands unless allow_tf32 accepts them; a bf16 softmax (no T.gemm, no float16) of nothing."""
+    from examples import kernels as K
+
+    # shapes no other test here compiles: TileLang's in-process kernel cache returns a kernel it built before as it is
+    _, warnings = _compile_recording(K.tilelang_example_gemm(128, 128, 96), "tt")
+    assert len(warnings) == 1 and len(warnings[0].splitlines()) == 3, warnings
+    assert "float16 results computed in an fp32 DST are packed through bfloat16 (8 of 11 significant bits" in warnings[0]
+    _, warnings = _compile_recording(K.design_gemm(96, 64, 64, dtype="float32"), "tt")
+    assert len(warnings) == 1 and "significant bits of its float32 in0 (the FPU's SrcA/SrcB hold TF32)" in warnings[0]
+    assert not _compile_recording(K.design_gemm(96, 64, 64, dtype="float32"), "tt -allow_tf32=true")[1]
+    assert not _compile_recording(K.softmax(96, 64), "tt")[1]

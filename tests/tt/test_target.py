@@ -51,10 +51,11 @@ def test_tilelang_compile(target, arch, artifact_root):
     assert kernel.plan["device"]["arch"] == arch
     assert kernel.artifact_dir.is_dir()   # a cache hit (same kernel and target) may reuse an earlier directory
     assert sorted(p.name for p in kernel.artifact_dir.rglob("*") if p.is_file()) == [
-        "CMakeLists.txt", "compute.cpp", "host.cpp", "reader.cpp", "tt.plan.json", "tt.program.json", "tt.program.txt",
-        "writer.cpp"]
+        "CMakeLists.txt", "compute.cpp", "dataflow_helpers.h", "host.cpp", "reader.cpp", "tt.plan.json",
+        "tt.program.json", "tt.program.txt", "writer.cpp"]
     source = kernel.get_kernel_source()
-    for banner in ("kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "host.cpp", "tt.plan.json"):
+    for banner in ("kernels/reader.cpp", "kernels/compute.cpp", "kernels/writer.cpp", "kernels/dataflow_helpers.h",
+                   "host.cpp", "tt.plan.json"):
         assert f"// ===== {banner} =====" in source
 
 
