@@ -155,21 +155,20 @@ def _buffers(ctx: KernelContext, program) -> list:
     return out
 
 
-def _plan_cbs(ctx: KernelContext) -> list:
+def _plan_cbs(program) -> list:
+    """The plan's CB table, from the TT program's CB records (DST-resident accumulators take no L1 and have none)."""
     out = []
-    for n, e in sorted(ctx.cbs.items(), key=lambda kv: kv[1]["index"]):
-        if e.get("residency") == "dst":
-            continue  # lives in DST: no L1
-        entry = {"name": n, "index": e["index"], "format": e["format"], "page_size": e["page_size"],
-                 "block_tiles": e["block_tiles"], "depth": e["depth_blocks"], "num_pages": e["num_pages"],
-                 "bytes": e["bytes"], "role": e["role"], "producer": e["producer"], "consumer": e["consumer"]}
-        if "residency" in e:
-            entry["residency"] = e["residency"]
-            entry["subblock"] = e["subblock"]
-        if "accumulate" in e:
-            entry["accumulate"] = e["accumulate"]
-        if "band" in e:
-            entry["band"] = e["band"]
+    for cb in sorted(program.cbs.values(), key=lambda c: c.index):
+        entry = {"name": cb.name, "index": cb.index, "format": cb.fmt, "page_size": cb.page_size,
+                 "block_tiles": cb.block_tiles, "depth": cb.depth, "num_pages": cb.num_pages, "bytes": cb.bytes,
+                 "role": cb.role, "producer": list(cb.producer), "consumer": list(cb.consumer)}
+        if cb.residency is not None:
+            entry["residency"] = cb.residency
+            entry["subblock"] = list(cb.subblock)
+        if cb.accumulate is not None:
+            entry["accumulate"] = cb.accumulate
+        if cb.band is not None:
+            entry["band"] = dict(cb.band)
         out.append(entry)
     return out
 
@@ -187,7 +186,7 @@ def _plan(ctx: KernelContext, program) -> dict:
         "core_ranges": _plain(ctx.func.attrs[attrs.CORE_RANGES]), "runtime_args": ctx.rt_names,
         "shape_args": [v.name for v in ctx.shape_vars], "mapping": _plain(schedule["mapping"]),
         "scalar_args": [{"name": v.name, "param_index": i, "dtype": d} for i, v, d in ctx.scalars],
-        "buffers": _buffers(ctx, program), "cbs": _plan_cbs(ctx), "kernels": _kernel_specs(ctx, program),
+        "buffers": _buffers(ctx, program), "cbs": _plan_cbs(program), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
         "precision": compute_config.precision(program, ctx.fp32_acc, ctx.opts),
     }
@@ -212,13 +211,13 @@ def _plan(ctx: KernelContext, program) -> dict:
     return plan
 
 
-def _cb_decls(ctx: KernelContext, body) -> list:
+def _cb_decls(ctx: KernelContext, program, body) -> list:
     used = {a.name for c in calls(body) for a in c.args if isinstance(a, CB)}
-    return [{"var": ctx.cb_vars[n], "index": e["index"],
-             "comment": comment_text(f"{n}: {e['shape_tiles'][0]}x{e['shape_tiles'][1]} tiles {e['dtype']}, {e['role']}, "
-                                     + (f"streamed in {e['band']['depth']} bands of {e['band']['pages']} tiles"
-                                        if "band" in e else f"depth {e['depth_blocks']} block(s)"))}
-            for n, e in sorted(ctx.cbs.items(), key=lambda kv: kv[1]["index"]) if n in used]
+    return [{"var": ctx.cb_vars[cb.name], "index": cb.index,
+             "comment": comment_text(f"{cb.name}: {cb.shape_tiles[0]}x{cb.shape_tiles[1]} tiles {cb.dtype}, {cb.role}, "
+                                     + (f"streamed in {cb.band['depth']} bands of {cb.band['pages']} tiles"
+                                        if cb.band is not None else f"depth {cb.depth} block(s)"))}
+            for cb in sorted(program.cbs.values(), key=lambda c: c.index) if cb.name in used]
 
 
 def _layout_used(kernel: dict, names: set) -> dict:
@@ -241,7 +240,7 @@ def _render_dataflow(ctx: KernelContext, program, plan, role: str) -> str:
                         "static": all(isinstance(v, int) for v in dims)})
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
-        kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, body),
+        kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, program, body),
         body=print_body(body, ctx.cb_vars), helpers_header=Path(HELPERS_FILE).name, mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
 
 
@@ -252,7 +251,7 @@ def _render_compute(ctx: KernelContext, program, plan) -> str:
         name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"]["compute"], kernel_reads(k.body)),
         headers=sorted(set(COMPUTE_BASE_HEADERS) | headers(k.body) | headers([k.startup])),
-        cbs=_cb_decls(ctx, k.body + [k.startup]), body=print_body(k.body, ctx.cb_vars), startup=startup,
+        cbs=_cb_decls(ctx, program, k.body + [k.startup]), body=print_body(k.body, ctx.cb_vars), startup=startup,
         dst_capacity=program.dst_capacity, float_bits=uses_runtime_scalars(k.body))
 
 

@@ -51,7 +51,10 @@ class KernelContext:
 
     def program_cbs(self) -> dict:
         return {n: CBInfo(n, e["index"], e["format"], e["block_tiles"], e["num_pages"], tuple(e["shape_tiles"]),
-                          tuple(e["producer"]), tuple(e["consumer"]), e["role"])
+                          tuple(e["producer"]), tuple(e["consumer"]), e["role"], page_size=e["page_size"],
+                          depth=e["depth_blocks"], dtype=e["dtype"], band=e.get("band"),
+                          accumulate=e.get("accumulate"), residency=e.get("residency"),
+                          subblock=tuple(e["subblock"]) if "subblock" in e else None)
                 for n, e in self.cbs.items() if e.get("residency") != "dst"}
 
     def shape(self, buf):

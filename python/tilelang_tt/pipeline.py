@@ -154,11 +154,10 @@ def program_passes(ctx):
     from .transform.verify_program import verify_program
 
     dev = ctx.dev
-    cb_bytes = {n: e["bytes"] for n, e in ctx.cbs.items() if e.get("residency") != "dst"}
     return [("TTMulticastReuse", lambda p: multicast_reuse(p, ctx.func, ctx.names)),
             ("PlaceCBPops", place_cb_pops), ("AllocateDST", allocate_dst), ("HoistInits", hoist_inits),
             ("PruneProgram", prune_program),
-            ("VerifyTTProgram", lambda p: verify_program(p, dev.l1_usable_bytes, dev.num_cbs, cb_bytes))]
+            ("VerifyTTProgram", lambda p: verify_program(p, dev.l1_usable_bytes, dev.num_cbs))]
 
 
 def build_program(func, ctx, options: TTOptions):

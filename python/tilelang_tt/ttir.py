@@ -150,14 +150,30 @@ class Kernel(_Node):
 
 
 class CBInfo(_Node):
-    _fields = ("name", "index", "fmt", "block_tiles", "num_pages", "shape_tiles", "producer", "consumer", "role")
+    """One circular buffer: everything the host program, the plan and the verifier need of it."""
+    _fields = ("name", "index", "fmt", "block_tiles", "num_pages", "shape_tiles", "producer", "consumer", "role",
+               "page_size", "depth", "dtype", "band", "accumulate", "residency", "subblock")
 
     def __init__(self, name: str, index: int, fmt: str, block_tiles: int, num_pages: int, shape_tiles: tuple,
-                 producer: tuple, consumer: tuple, role: str):
+                 producer: tuple, consumer: tuple, role: str, page_size: int = 0, depth: int = 1, dtype: str = "",
+                 band: dict | None = None, accumulate: str | None = None, residency: str | None = None,
+                 subblock: tuple | None = None):
         self.name, self.index = name, index
         self.fmt = fmt                                   # tt::DataFormat name
         self.block_tiles, self.num_pages, self.shape_tiles = block_tiles, num_pages, shape_tiles
         self.producer, self.consumer, self.role = producer, consumer, role
+        self.page_size = page_size                       # bytes of one tile page in this format
+        self.depth = depth                               # blocks the CB holds (2: double-buffered)
+        self.dtype = dtype                               # the TileLang buffer's dtype
+        self.band = band             # StreamBandsTT: {"pages", "depth"}: streamed in bands of a K loop, else None
+        self.accumulate = accumulate     # how a CB-resident accumulator accumulates ("packer_l1", ...), else None
+        self.residency = residency       # where an accumulator lives between its updates, with its DST subblock
+        self.subblock = subblock
+
+    @property
+    def bytes(self) -> int:
+        """The L1 the CB takes."""
+        return self.num_pages * self.page_size
 
 
 class Program(_Node):

@@ -109,7 +109,9 @@ def _body_to_json(body: list) -> list:
 def to_json(program: ttir.Program) -> dict:
     cbs = [{"name": cb.name, "index": cb.index, "fmt": cb.fmt, "block_tiles": cb.block_tiles,
             "num_pages": cb.num_pages, "shape_tiles": list(cb.shape_tiles), "producer": list(cb.producer),
-            "consumer": list(cb.consumer), "role": cb.role}
+            "consumer": list(cb.consumer), "role": cb.role, "page_size": cb.page_size, "depth": cb.depth,
+            "dtype": cb.dtype, "band": cb.band, "accumulate": cb.accumulate, "residency": cb.residency,
+            "subblock": None if cb.subblock is None else list(cb.subblock)}
            for cb in sorted(program.cbs.values(), key=lambda c: c.index)]
     kernels = {role: {"startup": _call_to_json(k.startup) if k.startup is not None else None,
                       "body": _body_to_json(k.body)} for role, k in program.kernels.items()}
@@ -198,7 +200,10 @@ def from_json(data: dict) -> ttir.Program:
         raise ProgramFormatError(f"tt.program.json format {data.get('format')!r}; this version reads {FORMAT}")
     r = _Reader()
     cbs = {c["name"]: ttir.CBInfo(c["name"], c["index"], c["fmt"], c["block_tiles"], c["num_pages"],
-                                  tuple(c["shape_tiles"]), tuple(c["producer"]), tuple(c["consumer"]), c["role"])
+                                  tuple(c["shape_tiles"]), tuple(c["producer"]), tuple(c["consumer"]), c["role"],
+                                  page_size=c.get("page_size", 0), depth=c.get("depth", 1), dtype=c.get("dtype", ""),
+                                  band=c.get("band"), accumulate=c.get("accumulate"), residency=c.get("residency"),
+                                  subblock=tuple(c["subblock"]) if c.get("subblock") is not None else None)
            for c in data["cbs"]}
     kernels = {role: ttir.Kernel(role, r.body(k["body"]), r.call(k["startup"]) if k["startup"] else None)
                for role, k in data["kernels"].items()}

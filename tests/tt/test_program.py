@@ -158,7 +158,7 @@ def test_name_supply():
 # -- the verifier: one hand-built program per rule ------------------------------------------------------
 
 def _cb(name, index, producer, consumer, fmt="Float16_b"):
-    return CBInfo(name, index, fmt, 1, 2, (1, 1), producer, consumer, "input")
+    return CBInfo(name, index, fmt, 1, 2, (1, 1), producer, consumer, "input", page_size=2048)
 
 
 def _program(reader=(), compute=(), writer=(), startup=None, cbs=None):
@@ -187,7 +187,7 @@ def _copy(slot=0, init=True, reconfig_after=False):
 
 
 def _verify(p):
-    return verify_program(p, 1 << 20, 32, {n: 4096 for n in p.cbs})
+    return verify_program(p, 1 << 20, 32)
 
 
 def test_verifier_accepts_a_correct_program():

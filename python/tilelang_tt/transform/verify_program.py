@@ -292,8 +292,8 @@ def _check_pages(program: Program):
                                 op=name, source=program.source)
 
 
-def verify_program(program: Program, l1_budget: int, num_cbs: int, cb_bytes: dict) -> Program:
-    total = sum(cb_bytes.values())
+def verify_program(program: Program, l1_budget: int, num_cbs: int) -> Program:
+    total = sum(cb.bytes for cb in program.cbs.values())
     if total > l1_budget:
         raise TTVerifyError("l1-budget", f"CBs need {total} B of L1, the kernels can use {l1_budget} B",
                             kernel="host", op="CreateCircularBuffer", source=program.source)
