@@ -576,15 +576,6 @@ class LowerToProgram:
 
     def op_matmul(self, args, note) -> dict:
         a_name, b_name, c_name = (self.cb_name(x) for x in args[:3])
-        a, c = self.cbs[a_name], self.cbs[c_name]
-        trans_b = bool(args[4])
-        ca, cbb, cc = CB(a_name), CB(b_name), CB(c_name)
-        mt, kt = a["shape_tiles"]
-        nt = c["shape_tiles"][1]
-
-        def b_index(k, n):
-            return self.queue_pos(b_name, n, k) if trans_b else self.queue_pos(b_name, k, n)
-
         waits = []
         for name in dict.fromkeys((a_name, b_name)):
             if name in self.full:     # a fragment computed earlier (fused MLP, attention's P.V): wait for it
@@ -592,80 +583,15 @@ class LowerToProgram:
                     raise TTUnsupportedError(f"T.gemm reads {name} before it is written", construct=note,
                                              source=self.src)
                 waits.append(Call("cb_wait_front", (CB(name), self.cbs[name]["block_tiles"]), note))
-        packs_to = CB(self.dst_frag_out) if c_name == self.dst_frag and self.dst_frag_out else cc
-        self.note_startup(Call("hw_startup_matmul", (ca, cbb, packs_to)), 2)
-        reconfig = Call("reconfig_data_format", (cbb, ca), note)
-        init = [reconfig, Call("matmul_init", (ca, cbb, Lit(str(int(trans_b)))), note)]
-        # matmul_block when A's rows are kt tiles apart and B's columns adjacent (row-major, B not transposed):
-        # an rt x ct block of DST (more than one tile) unpacks rt + ct tiles per K tile instead of 2 per tile matmul
-        row_major = not trans_b and all(self.cbs[n]["role"] != "intermediate" for n in (a_name, b_name))
-
-        band = a.get("band")     # StreamBandsTT: A arrives band by band, one band per subblock row
-
-        def a_pos(m, k):    # m: A's tile row in the block, or in the band when A is banded
-            return m * kt + k if band else self.queue_pos(a_name, m, k)
-
-        def mm(m, n, k, dst):
-            return [Call("matmul_tiles", (ca, cbb, a_pos(m, k), b_index(k, n), Dst(dst)), note)]
-
-        def mm_block(m, n, rt, ct):
-            """DST[0 .. rt * ct) += the rt x ct output tiles at (m, n), over every K tile."""
-            dims = (Lit("0"), ct, rt, kt)
-            return [reconfig, Call("matmul_block_init", (ca, cbb, *dims), note)], loop("kt", kt, lambda k: [Call(
-                "matmul_block", (ca, cbb, a_pos(m, k), b_index(k, n), Dst(0), *dims), note)])
-
+        packs_to = CB(self.dst_frag_out) if c_name == self.dst_frag and self.dst_frag_out else CB(c_name)
+        self.note_startup(Call("hw_startup_matmul", (CB(a_name), CB(b_name), packs_to)), 2)
+        gemm = _Matmul(self, a_name, b_name, c_name, bool(args[4]), note)
         if c_name == self.dst_frag:
-            if band:
-                raise TTLoweringError(f"{a_name} streams in bands, but {c_name} accumulates in DST (StreamBandsTT "
-                                      "bands only the A operand of a CB-resident accumulator)", construct=note,
-                                      source=self.src)
-            if row_major and mt * nt > 1:
-                binit, body = mm_block(0, 0, mt, nt)
-                return {"compute": waits + binit + body}
-            body = loop("mt", mt, lambda m: loop("nt", nt, lambda n: loop("kt", kt, lambda k: mm(m, n, k, m * nt + n))))
-            return {"compute": waits + init + body}
+            return {"compute": waits + gemm.into_dst()}
         if not self.full[c_name]:
             raise TTUnsupportedError(f"T.gemm accumulates into {c_name} before it is initialised",
                                      construct=note, source=self.src, fix=f"call T.clear({c_name}) first")
-        sh, sw = c["subblock"]
-        sub = sh * sw
-        l1_acc = c.get("accumulate") == "packer_l1"
-        block = row_major and sub > 1
-        if block:
-            init = mm_block(0, 0, sh, sw)[0]
-
-        def subblock(sm, sn):
-            row = (lambda h: h) if band else (lambda h: sm * sh + h)     # A's rows: in the band, or the block
-            math = mm_block(row(0), sn * sw, sh, sw)[1] if block else loop("h", sh, lambda h: loop("w", sw, lambda w: loop(
-                "kt", kt, lambda k: mm(row(h), sn * sw + w, k, h * sw + w))))
-            if l1_acc:    # the partials stay in L1: pop them so the pack lands on their pages and adds to them
-                why = f"the packer adds this {sh}x{sw} subblock to its partial sums in place"
-                free = [Call("cb_wait_front", (cc, sub), why), Call("cb_pop_front", (cc, sub), why)]
-                return ([Call("tile_regs_acquire", (), note)] + init + math + [Call("tile_regs_commit", (), note)]
-                        + free + self.pack(cc, sub, note))
-            reload = [Call("reconfig_data_format_srca", (cc,), note), Call("copy_init", (cc,), note),
-                      Call("cb_wait_front", (cc, sub), f"reload the partial sums of this {sh}x{sw} subblock")]
-            reload += loop("i", sub, lambda i: [Call("copy_tile", (cc, i, Dst(i)), note)])
-            reload += [Call("cb_pop_front", (cc, sub), note)]
-            return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
-                    + self.pack(cc, sub, note))
-
-        def subblock_row(sm):
-            if not band:
-                return loop("sn", nt // sw, lambda sn: subblock(sm, sn))
-            if int(band["rows"]) != sh:
-                raise TTLoweringError(f"{a_name} streams in bands of {band['rows']} tile rows, the subblock row of "
-                                      f"{c_name} has {sh}", construct=note, source=self.src)
-            why = f"{a_name} streams in bands of {sh}x{kt} tiles: this subblock row's band"
-            pages = int(band["pages"])
-            return ([Call("cb_wait_front", (ca, pages), why)] + loop("sn", nt // sw, lambda sn: subblock(sm, sn))
-                    + [Call("cb_pop_front", (ca, pages), why)])
-
-        body = loop("sm", mt // sh, subblock_row)
-        if l1_acc:    # T.clear packed the initial value without accumulation; every K step adds to it
-            why = f"{c_name} accumulates in L1 (packer L1 accumulation)"
-            body = [Call("pack_reconfig_l1_acc", (1,), why)] + body + [Call("pack_reconfig_l1_acc", (0,), why)]
-        return {"compute": waits + body}
+        return {"compute": waits + gemm.into_cb()}
 
     def reduce_source(self, src: str, note: str) -> list:
         """A reduction's source fragment computed earlier: wait for its block."""
@@ -826,3 +752,95 @@ class LowerToProgram:
         expr = _substitute(args[1], vmap) if vmap else args[1]
         out = {"compute": compute + lower_eltwise(self, self.cb_name(args[0]), expr, note)}
         return {**out, "reader": reader} if reader else out
+
+
+class _Matmul:
+    """The compute calls of one T.gemm A x B (B transposed when ``trans_b``) into C: C in DST (``into_dst``), or a
+    CB-resident accumulator updated subblock by subblock (``into_cb``), with A streamed in bands where StreamBandsTT
+    banded it. matmul_block when A's rows are kt tiles apart and B's columns adjacent (row-major, B not transposed):
+    an rt x ct block of DST (more than one tile) unpacks rt + ct tiles per K tile instead of 2 per tile matmul."""
+
+    def __init__(self, lower: LowerToProgram, a_name: str, b_name: str, c_name: str, trans_b: bool, note: str):
+        self.lower, self.note = lower, note
+        self.a_name, self.b_name, self.c_name, self.trans_b = a_name, b_name, c_name, trans_b
+        self.ca, self.cb, self.cc = CB(a_name), CB(b_name), CB(c_name)
+        self.c = lower.cbs[c_name]
+        self.mt, self.kt = lower.cbs[a_name]["shape_tiles"]
+        self.nt = self.c["shape_tiles"][1]
+        self.band = lower.cbs[a_name].get("band")     # StreamBandsTT: A arrives band by band, one per subblock row
+        self.reconfig = Call("reconfig_data_format", (self.cb, self.ca), note)
+        self.init = [self.reconfig, Call("matmul_init", (self.ca, self.cb, Lit(str(int(trans_b)))), note)]
+        self.row_major = not trans_b and all(lower.cbs[n]["role"] != "intermediate" for n in (a_name, b_name))
+
+    def a_pos(self, m, k):
+        """A's tile (m, k): m is the tile row in the block, or in the band when A is banded."""
+        return m * self.kt + k if self.band else self.lower.queue_pos(self.a_name, m, k)
+
+    def b_pos(self, k, n):
+        return self.lower.queue_pos(self.b_name, n, k) if self.trans_b else self.lower.queue_pos(self.b_name, k, n)
+
+    def tiles(self, m, n, k, dst) -> list:
+        return [Call("matmul_tiles", (self.ca, self.cb, self.a_pos(m, k), self.b_pos(k, n), Dst(dst)), self.note)]
+
+    def block(self, m, n, rt, ct) -> tuple[list, list]:
+        """(init, calls): DST[0 .. rt * ct) += the rt x ct output tiles at (m, n), over every K tile."""
+        dims = (Lit("0"), ct, rt, self.kt)
+        return [self.reconfig, Call("matmul_block_init", (self.ca, self.cb, *dims), self.note)], loop(
+            "kt", self.kt, lambda k: [Call("matmul_block", (self.ca, self.cb, self.a_pos(m, k), self.b_pos(k, n),
+                                                            Dst(0), *dims), self.note)])
+
+    def into_dst(self) -> list:
+        """C is the DST-resident fragment: every output tile in DST, over every K tile."""
+        if self.band:
+            raise TTLoweringError(f"{self.a_name} streams in bands, but {self.c_name} accumulates in DST "
+                                  "(StreamBandsTT bands only the A operand of a CB-resident accumulator)",
+                                  construct=self.note, source=self.lower.src)
+        mt, nt, kt = self.mt, self.nt, self.kt
+        if self.row_major and mt * nt > 1:
+            init, body = self.block(0, 0, mt, nt)
+            return init + body
+        return self.init + loop("mt", mt, lambda m: loop("nt", nt, lambda n: loop(
+            "kt", kt, lambda k: self.tiles(m, n, k, m * nt + n))))
+
+    def into_cb(self) -> list:
+        """C accumulates in its CB: each sh x sw subblock is reloaded (or, with packer L1 accumulation, added to in
+        place by the packer), multiplied over every K tile and packed back."""
+        sh, sw = self.c["subblock"]
+        body = loop("sm", self.mt // sh, self.subblock_row)
+        if self.c.get("accumulate") == "packer_l1":  # T.clear packed the initial value; every K step adds to it
+            why = f"{self.c_name} accumulates in L1 (packer L1 accumulation)"
+            body = [Call("pack_reconfig_l1_acc", (1,), why)] + body + [Call("pack_reconfig_l1_acc", (0,), why)]
+        return body
+
+    def subblock_row(self, sm) -> list:
+        sh, sw = self.c["subblock"]
+        if not self.band:
+            return loop("sn", self.nt // sw, lambda sn: self.subblock(sm, sn))
+        if int(self.band["rows"]) != sh:
+            raise TTLoweringError(f"{self.a_name} streams in bands of {self.band['rows']} tile rows, the subblock "
+                                  f"row of {self.c_name} has {sh}", construct=self.note, source=self.lower.src)
+        why = f"{self.a_name} streams in bands of {sh}x{self.kt} tiles: this subblock row's band"
+        pages = int(self.band["pages"])
+        return ([Call("cb_wait_front", (self.ca, pages), why)] + loop("sn", self.nt // sw, lambda sn: self.subblock(
+            sm, sn)) + [Call("cb_pop_front", (self.ca, pages), why)])
+
+    def subblock(self, sm, sn) -> list:
+        """One sh x sw subblock of C: its partial sums into DST, the K loop's products added, packed back."""
+        sh, sw = self.c["subblock"]
+        sub, cc, note = sh * sw, self.cc, self.note
+        use_block = self.row_major and sub > 1
+        init = self.block(0, 0, sh, sw)[0] if use_block else self.init
+        row = (lambda h: h) if self.band else (lambda h: sm * sh + h)     # A's rows: in the band, or the block
+        math = self.block(row(0), sn * sw, sh, sw)[1] if use_block else loop("h", sh, lambda h: loop(
+            "w", sw, lambda w: loop("kt", self.kt, lambda k: self.tiles(row(h), sn * sw + w, k, h * sw + w))))
+        if self.c.get("accumulate") == "packer_l1":   # the partials stay in L1: pop them so the pack adds to them
+            why = f"the packer adds this {sh}x{sw} subblock to its partial sums in place"
+            free = [Call("cb_wait_front", (cc, sub), why), Call("cb_pop_front", (cc, sub), why)]
+            return ([Call("tile_regs_acquire", (), note)] + init + math + [Call("tile_regs_commit", (), note)]
+                    + free + self.lower.pack(cc, sub, note))
+        reload = [Call("reconfig_data_format_srca", (cc,), note), Call("copy_init", (cc,), note),
+                  Call("cb_wait_front", (cc, sub), f"reload the partial sums of this {sh}x{sw} subblock")]
+        reload += loop("i", sub, lambda i: [Call("copy_tile", (cc, i, Dst(i)), note)])
+        reload += [Call("cb_pop_front", (cc, sub), note)]
+        return ([Call("tile_regs_acquire", (), note)] + reload + init + math + [Call("tile_regs_commit", (), note)]
+                + self.lower.pack(cc, sub, note))
