@@ -98,9 +98,7 @@ def _mesh_panel(plan: dict, parts: list, top: int) -> int:
 
 
 def render_svg(plan: dict) -> str:
-    from .device import get_device
-
-    dev_y, dev_x = plan["device"]["grid"]
+    """The SVG of the plan's panels (module docstring): the mesh, the core map, the block grid, one core's L1."""
     owned = core_blocks(plan)
     colour = {core: _PALETTE[i % len(_PALETTE)] for i, core in enumerate(sorted(owned))}
     parts = [_text(PAD, PAD, f"{plan['kernel']} on {plan['device']['arch']}: {plan['policy']} / {plan['order']}",
@@ -108,7 +106,19 @@ def render_svg(plan: dict) -> str:
     top = PAD + 24
     if "mesh" in plan:
         top = _mesh_panel(plan, parts, top) + 24
-    # core map
+    width, bottom = _core_map_panel(plan, parts, top, owned, colour)
+    if owned:
+        width, bottom = _block_grid_panel(plan, parts, top, owned, colour, width, bottom)
+    height = _l1_panel(plan, parts, width, bottom)
+    body = "\n".join(parts)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{int(width)}" height="{int(height)}" '
+            f'viewBox="0 0 {int(width)} {int(height)}">\n<rect width="100%" height="100%" fill="white"/>\n'
+            f"{body}\n</svg>\n")
+
+
+def _core_map_panel(plan: dict, parts: list, top: int, owned: dict, colour: dict) -> tuple:
+    """Draws the core map at ``top``, each core labelled with the blocks it runs; returns its (right, bottom)."""
+    dev_y, dev_x = plan["device"]["grid"]
     parts.append(_text(PAD, top - 6, f"core map ({dev_y}x{dev_x} cores): blocks each core runs (block ids)"))
     for y in range(dev_y):
         for x in range(dev_x):
@@ -121,23 +131,30 @@ def render_svg(plan: dict) -> str:
             parts.append(_rect(cx, cy, CELL, CELL, fill, "core", title))
             parts.append(_text(cx + 3, cy + 12, f"{y},{x}", 9))
             parts.append(_text(cx + CELL / 2, cy + CELL / 2 + 4, label, 10, "middle"))
-    width = PAD * 2 + dev_x * (CELL + GAP)
-    bottom = top + dev_y * (CELL + GAP)
-    # block grid, coloured by owner
+    return PAD * 2 + dev_x * (CELL + GAP), top + dev_y * (CELL + GAP)
+
+
+def _block_grid_panel(plan: dict, parts: list, top: int, owned: dict, colour: dict, width: int, bottom: int) -> tuple:
+    """Draws the block grid right of ``width``, each block coloured like the core that runs it; returns the
+    (right, bottom) of the panels so far."""
     grid_y, grid_x = plan["grid"]
-    if owned:
-        owner = {b: core for core, blocks in owned.items() for b in blocks}
-        bcell = max(6, min(24, 640 // max(grid_x, 1)))
-        left = width + PAD
-        parts.append(_text(left, top - 6, f"block grid ({grid_y}x{grid_x}), coloured by core"))
-        for by in range(grid_y):
-            for bx in range(grid_x):
-                core = owner.get((by, bx))
-                parts.append(_rect(left + bx * bcell, top + by * bcell, bcell, bcell,
-                                   colour.get(core, "#ffffff"), "block", f"block (by={by}, bx={bx}) on core {core}"))
-        width = left + grid_x * bcell + PAD
-        bottom = max(bottom, top + grid_y * bcell)
-    # L1 layout of one core
+    owner = {b: core for core, blocks in owned.items() for b in blocks}
+    bcell = max(6, min(24, 640 // max(grid_x, 1)))
+    left = width + PAD
+    parts.append(_text(left, top - 6, f"block grid ({grid_y}x{grid_x}), coloured by core"))
+    for by in range(grid_y):
+        for bx in range(grid_x):
+            core = owner.get((by, bx))
+            parts.append(_rect(left + bx * bcell, top + by * bcell, bcell, bcell,
+                               colour.get(core, "#ffffff"), "block", f"block (by={by}, bx={bx}) on core {core}"))
+    return left + grid_x * bcell + PAD, max(bottom, top + grid_y * bcell)
+
+
+def _l1_panel(plan: dict, parts: list, width: int, bottom: int) -> int:
+    """Draws the L1 of one core below ``bottom`` (firmware reserve, each CB, free space) and its legend; returns
+    the height of the SVG."""
+    from .device import get_device
+
     dev = get_device(plan["device"]["arch"])
     l1 = plan["device"]["l1_bytes"]
     bar_w, y0 = max(width - 2 * PAD, 600), bottom + 40
@@ -160,11 +177,7 @@ def render_svg(plan: dict) -> str:
                        f"free: {l1 - addr} B"))
     parts.append(_text(PAD, legend_y + 16 * len(plan["cbs"]),
                        f"used by CBs: {addr - dev.l1_unreserved_base} B; free {l1 - addr} B"))
-    height = legend_y + 16 * len(plan["cbs"]) + PAD
-    body = "\n".join(parts)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{int(width)}" height="{int(height)}" '
-            f'viewBox="0 0 {int(width)} {int(height)}">\n<rect width="100%" height="100%" fill="white"/>\n'
-            f"{body}\n</svg>\n")
+    return legend_y + 16 * len(plan["cbs"]) + PAD
 
 
 def inspect(path, svg_out=None) -> tuple[str, Path]:

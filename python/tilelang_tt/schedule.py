@@ -233,79 +233,107 @@ def build_schedule(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: in
     if grid_y <= 0 or grid_x <= 0:
         raise TTScheduleError(f"grid {grid_y}x{grid_x} has a non-positive extent", construct="T.Kernel grid",
                               source=source, fix="launch at least one block in each dimension")
-    total = grid_y * grid_x
     k = spec.block_linear_k
     usable = min(max_cores, device_rows * device_cols)
-    cores: list[CoreWork] = []
     common: dict[str, int] = {}
 
     if spec.policy == "contiguous":
-        for i, (start, count) in enumerate(contiguous_split(total, usable, granule)):
-            w = CoreWork(_core_coord(i, device_cols), {"start_id": start, "count": count})
-            w.blocks = [order_to_coord(b, grid_y, grid_x, k) for b in range(start, start + count)]
-            cores.append(w)
+        cores = _contiguous_cores(grid_y, grid_x, k, usable, device_cols, granule)
         names = ("start_id", "count")
     elif spec.policy == "strided":
-        first, step = spec.stride if spec.stride is not None else (0, min(usable, total))
-        n = min(usable, max(total - first, 0), step)
-        if n <= 0:
-            raise TTScheduleError(f"stride first={first} is past the last block id {total - 1}",
-                                  construct="T.annotate_tt_schedule(stride=...)", source=source,
-                                  fix="use stride=(0, step)")
-        for i in range(n):
-            ids = list(range(first + i, total, step))
-            w = CoreWork(_core_coord(i, device_cols), {"first_id": first + i, "count": len(ids)})
-            w.blocks = [order_to_coord(b, grid_y, grid_x, k) for b in ids]
-            cores.append(w)
-        common["step"] = step
+        cores, common["step"] = _strided_cores(spec, grid_y, grid_x, k, usable, device_cols, source)
         names = ("first_id", "count")
     else:  # rect
-        if spec.rect is not None:
-            by0, bx0, h, w_ = spec.rect
-            if by0 >= grid_y or bx0 >= grid_x:
-                raise TTScheduleError(f"rect origin ({by0}, {bx0}) lies outside the {grid_y}x{grid_x} block grid",
-                                      construct="T.annotate_tt_schedule(rect=...)", source=source,
-                                      fix="anchor the rectangles inside the grid, e.g. rect=(0, 0, H, W)")
-        elif spec.multicast:
-            by0, bx0 = 0, 0
-            found = lattice_rect(grid_y, grid_x, device_rows, device_cols, usable)
-            if found is None:
-                raise TTScheduleError(f"multicast=True: the {grid_y}x{grid_x} block grid has no lattice of two or more "
-                                      f"cores with equal rectangles on the {device_rows}x{device_cols} device",
-                                      construct="T.annotate_tt_schedule(multicast=True)", source=source,
-                                      fix="use multicast=False, or a grid with a divisor that fits the device")
-            h, w_ = found
-        else:
-            by0, bx0 = 0, 0
-            h, w_ = default_rect(grid_y, grid_x, usable)
-        # Lattice lines at by0 + i*h (and bx0 + j*w), extended both ways and clipped to the grid.
-        row_cuts = sorted({0, grid_y} | {c for c in range(by0 % h, grid_y, h) if c > 0})
-        col_cuts = sorted({0, grid_x} | {c for c in range(bx0 % w_, grid_x, w_) if c > 0})
-        rects = [(r0, c0, r1 - r0, c1 - c0) for r0, r1 in zip(row_cuts, row_cuts[1:])
-                 for c0, c1 in zip(col_cuts, col_cuts[1:])]
-        if len(rects) > usable:
-            raise TTScheduleError(
-                f"{len(rects)} rectangles of {h}x{w_} blocks are needed but only {usable} cores are usable",
-                construct="T.annotate_tt_schedule(rect=...)", source=source,
-                fix="use larger rectangles or omit rect= to let the backend choose")
-        if spec.multicast and (by0 % h or bx0 % w_ or grid_y % h or grid_x % w_ or grid_y // h > device_rows
-                               or grid_x // w_ > device_cols):
-            raise TTScheduleError(f"multicast=True needs rectangles that tile the {grid_y}x{grid_x} grid exactly on "
-                                  f"at most {device_rows}x{device_cols} cores; rect {h}x{w_} at ({by0}, {bx0}) does not",
-                                  construct="T.annotate_tt_schedule(rect=...)", source=source,
-                                  fix="omit rect= to let the backend choose, or use divisors of the grid")
-        lattice_cols = grid_x // w_ if spec.multicast else 0
-        for i, (r0, c0, rh, rw) in enumerate(rects):
-            # multicast: rectangle (r, c) of the lattice runs on core (r, c), so a lattice row is a core row
-            wk = CoreWork(divmod(i, lattice_cols) if lattice_cols else _core_coord(i, device_cols),
-                          {"rect_y": r0, "rect_x": c0, "rect_h": rh, "rect_w": rw, "count": rh * rw})
-            wk.blocks = [(r0 + q // rw, c0 + q % rw) for q in range(rh * rw)]
-            cores.append(wk)
+        cores = _rect_cores(spec, grid_y, grid_x, device_rows, device_cols, usable, source)
         names = ("rect_y", "rect_x", "rect_w", "count")
 
     sched = Schedule(spec, grid_y, grid_x, cores, names, common)
     check_coverage(sched, source)
     return sched
+
+
+def _contiguous_cores(grid_y: int, grid_x: int, k: int | None, usable: int, device_cols: int,
+                      granule: int) -> list[CoreWork]:
+    """Policy ``contiguous``: core ``i`` runs the block ids ``[start_i, start_i + count_i)``."""
+    cores: list[CoreWork] = []
+    for i, (start, count) in enumerate(contiguous_split(grid_y * grid_x, usable, granule)):
+        w = CoreWork(_core_coord(i, device_cols), {"start_id": start, "count": count})
+        w.blocks = [order_to_coord(b, grid_y, grid_x, k) for b in range(start, start + count)]
+        cores.append(w)
+    return cores
+
+
+def _strided_cores(spec: ScheduleSpec, grid_y: int, grid_x: int, k: int | None, usable: int, device_cols: int,
+                   source: str | None) -> tuple[list[CoreWork], int]:
+    """(cores, step) of policy ``strided``: core ``i`` runs the block ids ``first + i + n * step``."""
+    total = grid_y * grid_x
+    first, step = spec.stride if spec.stride is not None else (0, min(usable, total))
+    n = min(usable, max(total - first, 0), step)
+    if n <= 0:
+        raise TTScheduleError(f"stride first={first} is past the last block id {total - 1}",
+                              construct="T.annotate_tt_schedule(stride=...)", source=source,
+                              fix="use stride=(0, step)")
+    cores: list[CoreWork] = []
+    for i in range(n):
+        ids = list(range(first + i, total, step))
+        w = CoreWork(_core_coord(i, device_cols), {"first_id": first + i, "count": len(ids)})
+        w.blocks = [order_to_coord(b, grid_y, grid_x, k) for b in ids]
+        cores.append(w)
+    return cores, step
+
+
+def _rect_lattice(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: int, device_cols: int, usable: int,
+                  source: str | None) -> tuple[int, int, int, int]:
+    """(by0, bx0, h, w) of policy ``rect``'s lattice: the annotation's ``rect``, the multicast lattice, or the
+    default rectangles."""
+    if spec.rect is not None:
+        by0, bx0, h, w_ = spec.rect
+        if by0 >= grid_y or bx0 >= grid_x:
+            raise TTScheduleError(f"rect origin ({by0}, {bx0}) lies outside the {grid_y}x{grid_x} block grid",
+                                  construct="T.annotate_tt_schedule(rect=...)", source=source,
+                                  fix="anchor the rectangles inside the grid, e.g. rect=(0, 0, H, W)")
+        return by0, bx0, h, w_
+    if spec.multicast:
+        found = lattice_rect(grid_y, grid_x, device_rows, device_cols, usable)
+        if found is None:
+            raise TTScheduleError(f"multicast=True: the {grid_y}x{grid_x} block grid has no lattice of two or more "
+                                  f"cores with equal rectangles on the {device_rows}x{device_cols} device",
+                                  construct="T.annotate_tt_schedule(multicast=True)", source=source,
+                                  fix="use multicast=False, or a grid with a divisor that fits the device")
+        return (0, 0, *found)
+    return (0, 0, *default_rect(grid_y, grid_x, usable))
+
+
+def _rect_cores(spec: ScheduleSpec, grid_y: int, grid_x: int, device_rows: int, device_cols: int, usable: int,
+                source: str | None) -> list[CoreWork]:
+    """Policy ``rect``: core ``i`` runs rectangle ``i`` of the lattice (``_rect_lattice``) clipped to the grid,
+    row-major; under multicast rectangle (r, c) runs on core (r, c)."""
+    by0, bx0, h, w_ = _rect_lattice(spec, grid_y, grid_x, device_rows, device_cols, usable, source)
+    # Lattice lines at by0 + i*h (and bx0 + j*w), extended both ways and clipped to the grid.
+    row_cuts = sorted({0, grid_y} | {c for c in range(by0 % h, grid_y, h) if c > 0})
+    col_cuts = sorted({0, grid_x} | {c for c in range(bx0 % w_, grid_x, w_) if c > 0})
+    rects = [(r0, c0, r1 - r0, c1 - c0) for r0, r1 in zip(row_cuts, row_cuts[1:])
+             for c0, c1 in zip(col_cuts, col_cuts[1:])]
+    if len(rects) > usable:
+        raise TTScheduleError(
+            f"{len(rects)} rectangles of {h}x{w_} blocks are needed but only {usable} cores are usable",
+            construct="T.annotate_tt_schedule(rect=...)", source=source,
+            fix="use larger rectangles or omit rect= to let the backend choose")
+    if spec.multicast and (by0 % h or bx0 % w_ or grid_y % h or grid_x % w_ or grid_y // h > device_rows
+                           or grid_x // w_ > device_cols):
+        raise TTScheduleError(f"multicast=True needs rectangles that tile the {grid_y}x{grid_x} grid exactly on "
+                              f"at most {device_rows}x{device_cols} cores; rect {h}x{w_} at ({by0}, {bx0}) does not",
+                              construct="T.annotate_tt_schedule(rect=...)", source=source,
+                              fix="omit rect= to let the backend choose, or use divisors of the grid")
+    lattice_cols = grid_x // w_ if spec.multicast else 0
+    cores: list[CoreWork] = []
+    for i, (r0, c0, rh, rw) in enumerate(rects):
+        # multicast: rectangle (r, c) of the lattice runs on core (r, c), so a lattice row is a core row
+        wk = CoreWork(divmod(i, lattice_cols) if lattice_cols else _core_coord(i, device_cols),
+                      {"rect_y": r0, "rect_x": c0, "rect_h": rh, "rect_w": rw, "count": rh * rw})
+        wk.blocks = [(r0 + q // rw, c0 + q % rw) for q in range(rh * rw)]
+        cores.append(wk)
+    return cores
 
 
 def check_coverage(sched: Schedule, source: str | None = None) -> None:

@@ -142,10 +142,9 @@ def _launches(stmt) -> list:
     return found
 
 
-def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
-    src = source_of(func)
-    loops, body = grid_loops(func)
-    symbolic = shape_vars(func)
+def _grid_of(loops, symbolic, src) -> dict:
+    """{blockIdx tag: (loop var, extent)} of the T.Kernel grid loops: a positive int, or an expression of the
+    tensors' symbolic dimensions."""
     grid: dict[str, tuple[tirx.Var, object]] = {}
     for loop in loops:
         tag = str(loop.thread_binding.thread_tag)
@@ -165,18 +164,12 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
             raise TTScheduleError(f"grid extent of {tag} is {extent}", construct="T.Kernel grid", source=src,
                                   fix="every grid dimension needs at least one block")
         grid[tag] = (loop.loop_var, extent)
-    launches = _launches(body) if not grid else []
-    if len(launches) > 1:
-        raise TTUnsupportedError(
-            f"{len(launches)} T.Kernel launches in one function: a TT program runs one kernel grid",
-            construct="T.Kernel", source=src,
-            fix="write each T.Kernel as its own @T.prim_func, compile each, and call them in order (a tensor one "
-                "writes is an input of the next)")
-    if not grid:
-        raise TTLoweringError("no T.Kernel grid (no loop bound to blockIdx.x/y) found", construct="T.Kernel",
-                              source=src, fix="write the kernel body inside `with T.Kernel(gx, gy) as (bx, by):`")
-    grid_z = grid.get("blockIdx.z", (None, 1))[1]
+    return grid
 
+
+def _kernel_body(body, src):
+    """The T.Kernel body without its thread-index placeholders; refused if it still reads threadIdx or holds
+    thread-bound loops."""
     # Drop the thread-index placeholders; a body that still needs them cannot be expressed per tile.
     stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     thread_vars, kept = [], []
@@ -196,30 +189,34 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
                                      fix="use T.Parallel / tile operators instead of explicit thread loops")
 
     visit(inner, reject_thread_loops)
+    return inner
 
+
+def _schedule_spec(inner, options: TTOptions) -> ScheduleSpec:
+    """The body's schedule annotation (or the defaults), with the target's multicast= when it does not say."""
     spec = _find_schedule_annotation(inner)
     if spec.multicast is None and options.multicast is not None:   # the target's multicast= for unannotated kernels
         spec = make_schedule_spec(spec.policy, spec.order, spec.rect, spec.stride, spec.chunk_k_tiles,
                                   spec.qk_chunk_tiles, options.multicast)
-    grid_x = grid.get("blockIdx.x", (None, 1))[1]
-    rows_y = grid.get("blockIdx.y", (None, 1))[1]
-    # a 3-D grid (nx, ny, nz) is scheduled as the 2-D grid (ny * nz, nx): row r is block (r % ny, r // ny)
-    grid_y = rows_y * grid_z if isinstance(rows_y, int) and isinstance(grid_z, int) else rows_y * grid_z
+    return spec
+
+
+def _make_schedule(func, spec: ScheduleSpec, grid_y, grid_x, dynamic: bool, options: TTOptions, symbolic, src):
+    """The split of the (grid_y, grid_x) blocks over the cores: at compile time, or at launch for a symbolic grid."""
     dev = options.device
-    dynamic = not (isinstance(grid_x, int) and isinstance(grid_y, int))
     if dynamic:
         if spec.policy != "contiguous":
             raise TTScheduleError(f"policy {spec.policy!r} needs a grid known at compile time; this grid depends on "
                                   f"symbolic shapes ({', '.join(v.name for v in symbolic)})",
                                   construct="T.annotate_tt_schedule(policy=...)", source=src,
                                   fix='use policy="contiguous" (split at launch) or static shapes')
-        sched = _DynamicSchedule(spec, options.core_limit(), dev.grid_x)
-    else:
-        granule = int(func.attrs[attrs.SDPA]["granule"]) if func.attrs and attrs.SDPA in func.attrs else 1
-        sched = build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src, granule)
+        return _DynamicSchedule(spec, options.core_limit(), dev.grid_x)
+    granule = int(func.attrs[attrs.SDPA]["granule"]) if func.attrs and attrs.SDPA in func.attrs else 1
+    return build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src, granule)
 
-    arg_vars = {name: tirx.Var(name, "int32") for name in sched.runtime_arg_names}
-    n = tirx.Var("n", "int32")
+
+def _block_binds(spec: ScheduleSpec, sched, grid: dict, rows_y, grid_y, grid_x, n, arg_vars: dict) -> list:
+    """The ``Bind``s of the grid's block variables (bz, by, bx) for iteration ``n`` of a core's persistent loop."""
     k = spec.block_linear_k
     binds = []
     if spec.policy == "contiguous":
@@ -240,6 +237,38 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
         binds.append(tirx.Bind(grid["blockIdx.y"][0], by_e))
     if "blockIdx.x" in grid:
         binds.append(tirx.Bind(grid["blockIdx.x"][0], bx_e))
+    return binds
+
+
+def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
+    """The function with its T.Kernel grid replaced by a per-core persistent loop over the blocks it schedules."""
+    src = source_of(func)
+    loops, body = grid_loops(func)
+    symbolic = shape_vars(func)
+    grid = _grid_of(loops, symbolic, src)
+    launches = _launches(body) if not grid else []
+    if len(launches) > 1:
+        raise TTUnsupportedError(
+            f"{len(launches)} T.Kernel launches in one function: a TT program runs one kernel grid",
+            construct="T.Kernel", source=src,
+            fix="write each T.Kernel as its own @T.prim_func, compile each, and call them in order (a tensor one "
+                "writes is an input of the next)")
+    if not grid:
+        raise TTLoweringError("no T.Kernel grid (no loop bound to blockIdx.x/y) found", construct="T.Kernel",
+                              source=src, fix="write the kernel body inside `with T.Kernel(gx, gy) as (bx, by):`")
+    grid_z = grid.get("blockIdx.z", (None, 1))[1]
+    inner = _kernel_body(body, src)
+    spec = _schedule_spec(inner, options)
+    grid_x = grid.get("blockIdx.x", (None, 1))[1]
+    rows_y = grid.get("blockIdx.y", (None, 1))[1]
+    # a 3-D grid (nx, ny, nz) is scheduled as the 2-D grid (ny * nz, nx): row r is block (r % ny, r // ny)
+    grid_y = rows_y * grid_z if isinstance(rows_y, int) and isinstance(grid_z, int) else rows_y * grid_z
+    dynamic = not (isinstance(grid_x, int) and isinstance(grid_y, int))
+    sched = _make_schedule(func, spec, grid_y, grid_x, dynamic, options, symbolic, src)
+
+    arg_vars = {name: tirx.Var(name, "int32") for name in sched.runtime_arg_names}
+    n = tirx.Var("n", "int32")
+    binds = _block_binds(spec, sched, grid, rows_y, grid_y, grid_x, n, arg_vars)
     loop = tirx.For(n, tirx.IntImm("int32", 0), arg_vars["count"], tirx.ForKind.SERIAL,
                     tirx.SeqStmt([*binds, inner]), None, {attrs.PERSISTENT_LOOP: 1})
 

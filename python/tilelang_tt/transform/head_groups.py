@@ -143,13 +143,10 @@ def _is_kv_load(stmt, shared_loads) -> bool:
     return is_global(src.buffer) and dst.buffer in shared_loads
 
 
-def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
-    """(body, allocs) of the block computing ``n`` query heads of a group (head variable ``head`` now counts
-    blocks of ``n`` heads), or None when the rewrite does not apply."""
+def _kv_loads_shared(body, head, G: int, n: int, shared_loads: set) -> bool:
+    """Whether the K/V loads of ``body`` are the same for the ``n`` heads of a block (``h = head * n + g``, n
+    divides G) and nothing else writes their buffers."""
     ana = tvm.arith.Analyzer()
-    shared_loads = {k_s, v_s}
-    items = _flatten(body)
-    # the K/V loads: g-invariant once h = head * n + g (n divides G), their buffers written nowhere else
     loads = []
     tirx.stmt_functor.post_order_visit(body, lambda x: loads.append(x) if _is_kv_load(x, shared_loads)
                                        else None)
@@ -159,16 +156,21 @@ def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
             first = tirx.stmt_functor.substitute(index, {head: head * n})
             last = tirx.stmt_functor.substitute(index, {head: head * n + (n - 1)})
             if G % n or not ana.can_prove(first == last):
-                return None
+                return False
     for buf in shared_loads:
         writers = []
         tirx.stmt_functor.post_order_visit(body, lambda x, b=buf: writers.append(x) if isinstance(x, tirx.Stmt)
                                            and tile_op_call(x) is not None and _touched(x).get(b, (0, 0))[0]
                                            else None)
         if any(w not in loads for w in writers):
-            return None
+            return False
+    return True
 
-    # runs of statements repeated per head; bindings stay once; the K/V loop's loads move to its top
+
+def _plan(items: list, head, shared_loads: set):
+    """(plan, runs) of the block's statements: ``("once", bind)``, ``("run", stmts)`` repeated per head, ``("loop",
+    loop, top, rest)`` for the K/V loop (its loads and bindings at the top, once; the rest per head); runs: the
+    statement lists repeated per head. None when a binding or the K/V loop's bounds depend on the head."""
     plan, runs, run = [], [], []
 
     def close():
@@ -198,13 +200,12 @@ def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
         else:
             run.append(stmt)
     close()
-    if not any(p[0] == "loop" for p in plan):
-        return None
+    return plan, runs
 
-    private = _private(runs, shared_loads)
-    copies = [{}] + [{b: tirx.decl_buffer(b.shape, b.dtype, f"{b.name}_h{g}", scope=b.scope()) for b in private}
-                     for g in range(1, n)]
 
+def _emit(plan: list, copies: list, head, n: int) -> list:
+    """The grouped block's statements: each run once per head ``g`` (on that head's buffer copies, ``head`` ->
+    ``head * n + g``), the K/V loop's loads once at its top."""
     def per_head(stmts, g):
         out = []
         for s in stmts:
@@ -224,5 +225,27 @@ def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
             inner = tirx.SeqStmt(top + [s for g in range(n) for s in per_head(rest, g)])
             new.append(tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, inner, loop.thread_binding,
                                 loop.annotations))
+    return new
+
+
+def group_heads(body, allocs, head, G: int, n: int, k_s, v_s):
+    """(body, allocs) of the block computing ``n`` query heads of a group (head variable ``head`` now counts
+    blocks of ``n`` heads), or None when the rewrite does not apply."""
+    shared_loads = {k_s, v_s}
+    # the K/V loads: g-invariant once h = head * n + g (n divides G), their buffers written nowhere else
+    if not _kv_loads_shared(body, head, G, n, shared_loads):
+        return None
+    # runs of statements repeated per head; bindings stay once; the K/V loop's loads move to its top
+    planned = _plan(_flatten(body), head, shared_loads)
+    if planned is None:
+        return None
+    plan, runs = planned
+    if not any(p[0] == "loop" for p in plan):
+        return None
+
+    private = _private(runs, shared_loads)
+    copies = [{}] + [{b: tirx.decl_buffer(b.shape, b.dtype, f"{b.name}_h{g}", scope=b.scope()) for b in private}
+                     for g in range(1, n)]
+    new = _emit(plan, copies, head, n)
     allocs = list(allocs) + [copies[g][b] for g in range(1, n) for b in allocs if b in private]
     return tirx.SeqStmt(new), allocs

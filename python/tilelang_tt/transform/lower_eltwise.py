@@ -217,6 +217,7 @@ class _Eval:
         return float_bits(value) if value is not None else Scalar(self.runtime(s))
 
     def eval(self, e, out) -> Dst:
+        """The DST slot holding the value of ``e`` for this tile, computed by the calls appended to ``out``."""
         e = strip_cast(e)
         if self.resident is not None and isinstance(e, tirx.BufferLoad) and e.buffer.name == self.resident[0]:
             return self.resident[1]
@@ -228,59 +229,12 @@ class _Eval:
                                              f"separate T.Parallel")
             return self.fill(out, e)
         if isinstance(e, tirx.BufferLoad) and str(self.lw.cbs[e.buffer.name].get("constant", "")).startswith("index"):
-            # a loop variable as a value: the index tile plus this tile's offset (32 per tile row / column)
-            axis = int(self.lw.cbs[e.buffer.name]["constant"][-1])
-            cb, v = CB(e.buffer.name), vreg()
-            self.call(out, "reconfig_data_format_srca", cb)
-            self.call(out, "copy_init", cb)
-            self.call(out, "copy_tile", cb, 0, v)
-            offset = (self.r, self.c)[axis]
-            if not (isinstance(offset, (int, tirx.IntImm)) and int(offset) == 0):
-                self.unary(out, "add_unary_tile", v, Scalar(offset * 32))
-            return v
+            return self.index_value(e, out)
         if isinstance(e, tirx.BufferLoad):
-            name = e.buffer.name
-            cb = CB(name)
-            if name == self.dest and self.reads_dest:
-                self.call(out, "cb_wait_front", cb, 1)
-            v = vreg()
-            kind = self.bcast(name)
-            if kind is not None and _int_format(self.lw, name):
-                raise TTUnsupportedError(f"{name} ({self.lw.cbs[name]['dtype']}) is broadcast over "
-                                         f"{self.dest}: integer tiles are not broadcast on TT", construct=self.note,
-                                         source=self.lw.src, fix=f"cast {name} to a float dtype in a T.Parallel of "
-                                         "its own shape first, then broadcast that buffer")
-            if kind is not None:      # a vector tile spread over the whole tile (unpacked through SrcB)
-                self.call(out, "reconfig_data_format", cb, cb)
-                self.call(out, f"unary_bcast_init_{kind}", cb)
-                self.call(out, f"unary_bcast_{kind}", cb, self.leaf_index(name), v)
-                self.call(out, f"unary_bcast_uninit_{kind}", cb)
-                return v
-            self.call(out, "reconfig_data_format_srca", cb)
-            self.call(out, "copy_init", cb)
-            self.call(out, "copy_tile", cb, self.index(name), v)
-            if _int_format(self.lw, name) and not self.int_copy:   # DST holds the integers: make them floats
-                _typecast(self.lw, out, v, _int_format(self.lw, name), _float_format(self.lw), self.note)
-            return v
+            return self.load(e, out)
         if isinstance(e, tirx.Call) and isinstance(e.op, TVMOp):
-            name = str(e.op.name)
-            if name in UNARY_TIR_OPS:
-                v = self.eval(e.args[0], out)
-                self.unary(out, UNARY_TIR_OPS[name], v)
-                return v
-            if name == "tirx.log2":
-                v = self.eval(e.args[0], out)
-                self.unary(out, "log_tile", v)
-                self.unary(out, "mul_unary_tile", v, float_bits(1.0 / math.log(2.0)))
-                return v
-            if name == "tirx.pow":
-                return self.power(e.args[0], float(strip_cast(e.args[1]).value), out)
-            if name == "tirx.if_then_else":
-                return self.select(e.args[0], e.args[1], e.args[2], out)
-            if name == "tl.clamp":
-                v = self.eval(e.args[0], out)
-                lo, hi = (float(strip_cast(a).value) for a in e.args[1:3])
-                self.unary(out, "clamp_tile", v, float_bits(lo), float_bits(hi))
+            v = self.math_call(e, out)
+            if v is not None:
                 return v
         if isinstance(e, tirx.Select):
             return self.select(e.condition, e.true_value, e.false_value, out)
@@ -292,6 +246,67 @@ class _Eval:
             return self.binary(e, out)
         raise TTUnsupportedError(f"cannot evaluate {type(e).__name__} `{e}` on TT tiles", construct=str(e),
                                  source=self.lw.src)
+
+    def index_value(self, e: tirx.BufferLoad, out) -> Dst:
+        """A loop variable as a value: the index tile plus this tile's offset (32 per tile row / column)."""
+        axis = int(self.lw.cbs[e.buffer.name]["constant"][-1])
+        cb, v = CB(e.buffer.name), vreg()
+        self.call(out, "reconfig_data_format_srca", cb)
+        self.call(out, "copy_init", cb)
+        self.call(out, "copy_tile", cb, 0, v)
+        offset = (self.r, self.c)[axis]
+        if not (isinstance(offset, (int, tirx.IntImm)) and int(offset) == 0):
+            self.unary(out, "add_unary_tile", v, Scalar(offset * 32))
+        return v
+
+    def load(self, e: tirx.BufferLoad, out) -> Dst:
+        """A leaf tile copied into DST: broadcast from a vector tile, or copied (an integer tile made a float)."""
+        name = e.buffer.name
+        cb = CB(name)
+        if name == self.dest and self.reads_dest:
+            self.call(out, "cb_wait_front", cb, 1)
+        v = vreg()
+        kind = self.bcast(name)
+        if kind is not None and _int_format(self.lw, name):
+            raise TTUnsupportedError(f"{name} ({self.lw.cbs[name]['dtype']}) is broadcast over "
+                                     f"{self.dest}: integer tiles are not broadcast on TT", construct=self.note,
+                                     source=self.lw.src, fix=f"cast {name} to a float dtype in a T.Parallel of "
+                                     "its own shape first, then broadcast that buffer")
+        if kind is not None:      # a vector tile spread over the whole tile (unpacked through SrcB)
+            self.call(out, "reconfig_data_format", cb, cb)
+            self.call(out, f"unary_bcast_init_{kind}", cb)
+            self.call(out, f"unary_bcast_{kind}", cb, self.leaf_index(name), v)
+            self.call(out, f"unary_bcast_uninit_{kind}", cb)
+            return v
+        self.call(out, "reconfig_data_format_srca", cb)
+        self.call(out, "copy_init", cb)
+        self.call(out, "copy_tile", cb, self.index(name), v)
+        if _int_format(self.lw, name) and not self.int_copy:   # DST holds the integers: make them floats
+            _typecast(self.lw, out, v, _int_format(self.lw, name), _float_format(self.lw), self.note)
+        return v
+
+    def math_call(self, e: tirx.Call, out) -> Dst | None:
+        """A math call (the unary TIR ops, ``log2``, ``pow``, ``if_then_else``, ``T.clamp``), or None for another op."""
+        name = str(e.op.name)
+        if name in UNARY_TIR_OPS:
+            v = self.eval(e.args[0], out)
+            self.unary(out, UNARY_TIR_OPS[name], v)
+            return v
+        if name == "tirx.log2":
+            v = self.eval(e.args[0], out)
+            self.unary(out, "log_tile", v)
+            self.unary(out, "mul_unary_tile", v, float_bits(1.0 / math.log(2.0)))
+            return v
+        if name == "tirx.pow":
+            return self.power(e.args[0], float(strip_cast(e.args[1]).value), out)
+        if name == "tirx.if_then_else":
+            return self.select(e.args[0], e.args[1], e.args[2], out)
+        if name == "tl.clamp":
+            v = self.eval(e.args[0], out)
+            lo, hi = (float(strip_cast(a).value) for a in e.args[1:3])
+            self.unary(out, "clamp_tile", v, float_bits(lo), float_bits(hi))
+            return v
+        return None
 
     def exact_fp32(self, a, b) -> bool:
         """An op between two Float32 CBs (either one Float32) with fp32 DST: the FPU would see the operands as TF32

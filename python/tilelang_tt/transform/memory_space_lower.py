@@ -473,6 +473,8 @@ class _Lowerer(ParallelLower, IrregularLower):
 
     # -- statements ------------------------------------------------------------------------------------
     def lower(self, stmt, stages: int):
+        """``stmt`` over CBs: tile buffers allocated, tile operators and T.Parallel nests lowered (``stages``: the
+        depth of reader-filled CBs in the enclosing loop)."""
         if isinstance(stmt, tirx.SeqStmt):
             return tirx.SeqStmt([self.lower(s, stages) for s in stmt.seq])
         if isinstance(stmt, tirx.SBlockRealize):
@@ -483,86 +485,16 @@ class _Lowerer(ParallelLower, IrregularLower):
                 self.allocs.append(buf)
             return self.lower(block.body, stages)
         if isinstance(stmt, tirx.For):
-            if stmt.kind == tirx.ForKind.PARALLEL:
-                return self.lower_parallel(stmt)
-            if stmt.thread_binding is not None or stmt.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
-                raise TTUnsupportedError(f"loop kind {stmt.kind}", construct=describe(stmt), source=self.src)
-            if stmt.step is not None and not (isinstance(stmt.step, tirx.IntImm) and int(stmt.step) == 1):
-                raise TTUnsupportedError(f"a loop with step {stmt.step}", construct=describe(stmt), source=self.src,
-                                         fix="write the loop with unit step and compute the index from it")
-            inner_stages = stages
-            if "num_stages" in stmt.annotations:
-                inner_stages = max(1, int(stmt.annotations["num_stages"]))
-            alias_before, first_event = dict(self.alias), len(self.events)
-            lo, extent = stmt.min, stmt.extent
-            if has_load(lo) or has_load(extent):    # a trip count read from a tensor (varlen, MoE row counts)
-                lo, extent = self.loop_bound(stmt, describe(stmt))
-            else:   # the loop's range, for the bounds of windows indexed by it (fragment_window)
-                self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
-            body = self.lower(stmt.body, inner_stages)
-            pre = []
-            for name in set(self.alias) | set(alias_before):
-                if self.alias.get(name) is alias_before.get(name):
-                    continue
-                kinds = [kind for n, kind in self.events[first_event:] if n == name]
-                first = kinds[0] if kinds else "use"
-                if first != "def" and "def" not in kinds and name not in alias_before and name not in REDUCE_KINDS:
-                    # the reader fills it before the loop and every iteration updates it in place (a running top-k
-                    # masking its maxima): compute copies it into its own CB once, before the loop, and the loop
-                    # reads and updates that copy
-                    new = self.alias[name]
-                    body = _rename_reads(body, self.cbs[name].buffer, new)
-                    self.cb(self.cbs[name].buffer).consumer.add("compute")
-                    self.cbs[new.name].consumer.add("compute")
-                    self.inherit(new.name, name)
-                    pre.append(call(TTOps.eltwise, self.cb_index_placeholder(new),
-                                    tirx.BufferLoad(self.cbs[name].buffer, [0, 0]), note=tilelang_text(stmt)))
-                    continue
-                if first != "def":
-                    raise TTUnsupportedError(
-                        f"{name} is filled by the reader and updated in place inside the loop over "
-                        f"{stmt.loop_var.name}, and the next iteration reads the updated value",
-                        construct=describe(stmt), source=self.src,
-                        fix="accumulate in a T.alloc_fragment (T.clear it before the loop) instead of the shared "
-                            "buffer the reader fills")
-            loop_ = tirx.For(stmt.loop_var, lo, extent, stmt.kind, body, None, stmt.annotations)
-            return tirx.SeqStmt(pre + [loop_]) if pre else loop_
+            return self.lower_parallel(stmt) if stmt.kind == tirx.ForKind.PARALLEL else self.lower_loop(stmt, stages)
         if isinstance(stmt, tirx.Bind):
-            # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on; float
-            # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them. A value
-            # `x % c` (the persistent loop's block column, `(start_id + n) % gx`) is known by its range [0, c):
-            # binding the expression costs TVM's analyzer ~15 ms a compile and proves nothing more about windows.
-            value = stmt.value
-            if isinstance(value, tirx.FloorMod) and isinstance(value.b, tirx.IntImm) and int(value.b) > 0:
-                self.analyzer.bind(stmt.var, tvm.ir.Range(0, value.b))
-            else:
-                self.analyzer.bind(stmt.var, value)
-            if stmt.var.dtype.startswith(("float", "bfloat")) and isinstance(fold_constants(stmt.value), tirx.FloatImm):
-                self.scalars[stmt.var] = fold_constants(stmt.value)
-            return stmt
+            return self.lower_bind(stmt)
         if isinstance(stmt, tirx.AttrStmt):
             if str(stmt.attr_key) == "threadblock_swizzle_pattern":
                 return self.lower(stmt.body, stages)
             raise TTUnsupportedError(f"attribute {stmt.attr_key!r}", construct=describe(stmt), source=self.src)
         c = tile_op_call(stmt)
         if c is not None:
-            if c.op.same_as(TileOps.copy):
-                return self.lower_copy(stmt, c, stages)
-            if c.op.same_as(TileOps.fill):
-                region = decode_region(c.args[0], self.src)
-                self.check_whole(region, describe(stmt))
-                target = self.target(region.buffer)
-                self.placements.pop(target.name, None)
-                return tirx.Evaluate(tirx.Call(c.dtype, c.op, [_with_buffer(c.args[0], target), *c.args[1:]]))
-            if c.op.same_as(TileOps.reduce):
-                return self.lower_reduce(stmt, c)
-            if c.op.same_as(TileOps.gemm):
-                return self.lower_gemm(stmt, c)
-            if c.op.same_as(TileOps.im2col):
-                return self.lower_im2col(stmt, c, stages)
-            raise TTUnsupportedError(f"tile operator {c.op.name} has no TT lowering", construct=describe(stmt),
-                                     source=self.src, fix="use T.copy, T.gemm, T.reduce_*, T.clear/T.fill and "
-                                                          "T.Parallel")
+            return self.lower_tile_op(stmt, c, stages)
 
         if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tirx.Call) and any(
                 stmt.value.op.same_as(o) for o in _NO_OPS):
@@ -579,6 +511,93 @@ class _Lowerer(ParallelLower, IrregularLower):
             raise TTUnsupportedError("a scalar store outside T.Parallel", construct=describe(stmt), source=self.src,
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")
         raise TTUnsupportedError(f"statement {type(stmt).__name__}", construct=describe(stmt), source=self.src)
+
+    def lower_loop(self, stmt: tirx.For, stages: int):
+        """A serial (or unrolled) loop: its body lowered with the loop's ``num_stages``, its bounds read from
+        tensors when they are loads; preceded by the copies its in-place updates need (``loop_carried``)."""
+        if stmt.thread_binding is not None or stmt.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+            raise TTUnsupportedError(f"loop kind {stmt.kind}", construct=describe(stmt), source=self.src)
+        if stmt.step is not None and not (isinstance(stmt.step, tirx.IntImm) and int(stmt.step) == 1):
+            raise TTUnsupportedError(f"a loop with step {stmt.step}", construct=describe(stmt), source=self.src,
+                                     fix="write the loop with unit step and compute the index from it")
+        inner_stages = stages
+        if "num_stages" in stmt.annotations:
+            inner_stages = max(1, int(stmt.annotations["num_stages"]))
+        alias_before, first_event = dict(self.alias), len(self.events)
+        lo, extent = stmt.min, stmt.extent
+        if has_load(lo) or has_load(extent):    # a trip count read from a tensor (varlen, MoE row counts)
+            lo, extent = self.loop_bound(stmt, describe(stmt))
+        else:   # the loop's range, for the bounds of windows indexed by it (fragment_window)
+            self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
+        body, pre = self.loop_carried(stmt, self.lower(stmt.body, inner_stages), alias_before, first_event)
+        loop_ = tirx.For(stmt.loop_var, lo, extent, stmt.kind, body, None, stmt.annotations)
+        return tirx.SeqStmt(pre + [loop_]) if pre else loop_
+
+    def loop_carried(self, stmt: tirx.For, body, alias_before: dict, first_event: int):
+        """(body, pre) for the buffers the lowered loop ``body`` moved to other CBs: one the reader fills before
+        the loop and the loop updates in place is copied once into its own CB by ``pre`` and read from there;
+        any other in-place update that the next iteration would read is refused."""
+        pre = []
+        for name in set(self.alias) | set(alias_before):
+            if self.alias.get(name) is alias_before.get(name):
+                continue
+            kinds = [kind for n, kind in self.events[first_event:] if n == name]
+            first = kinds[0] if kinds else "use"
+            if first != "def" and "def" not in kinds and name not in alias_before and name not in REDUCE_KINDS:
+                # the reader fills it before the loop and every iteration updates it in place (a running top-k
+                # masking its maxima): compute copies it into its own CB once, before the loop, and the loop
+                # reads and updates that copy
+                new = self.alias[name]
+                body = _rename_reads(body, self.cbs[name].buffer, new)
+                self.cb(self.cbs[name].buffer).consumer.add("compute")
+                self.cbs[new.name].consumer.add("compute")
+                self.inherit(new.name, name)
+                pre.append(call(TTOps.eltwise, self.cb_index_placeholder(new),
+                                tirx.BufferLoad(self.cbs[name].buffer, [0, 0]), note=tilelang_text(stmt)))
+                continue
+            if first != "def":
+                raise TTUnsupportedError(
+                    f"{name} is filled by the reader and updated in place inside the loop over "
+                    f"{stmt.loop_var.name}, and the next iteration reads the updated value",
+                    construct=describe(stmt), source=self.src,
+                    fix="accumulate in a T.alloc_fragment (T.clear it before the loop) instead of the shared "
+                        "buffer the reader fills")
+        return body, pre
+
+    def lower_bind(self, stmt: tirx.Bind):
+        """A let-bound value, unchanged, made known to the index analysis (and a float constant to the nests)."""
+        # let-bound values (`y = by * 64 + i`) are known to the index analysis from here on; float
+        # constants (`inv_D = 1.0 / D`) are substituted into the element-wise bodies that use them. A value
+        # `x % c` (the persistent loop's block column, `(start_id + n) % gx`) is known by its range [0, c):
+        # binding the expression costs TVM's analyzer ~15 ms a compile and proves nothing more about windows.
+        value = stmt.value
+        if isinstance(value, tirx.FloorMod) and isinstance(value.b, tirx.IntImm) and int(value.b) > 0:
+            self.analyzer.bind(stmt.var, tvm.ir.Range(0, value.b))
+        else:
+            self.analyzer.bind(stmt.var, value)
+        if stmt.var.dtype.startswith(("float", "bfloat")) and isinstance(fold_constants(stmt.value), tirx.FloatImm):
+            self.scalars[stmt.var] = fold_constants(stmt.value)
+        return stmt
+
+    def lower_tile_op(self, stmt, c: tirx.Call, stages: int):
+        """A tile operator call (``T.copy``, ``T.fill`` / ``T.clear``, ``T.reduce_*``, ``T.gemm``, ``T.im2col``)."""
+        if c.op.same_as(TileOps.copy):
+            return self.lower_copy(stmt, c, stages)
+        if c.op.same_as(TileOps.fill):
+            region = decode_region(c.args[0], self.src)
+            self.check_whole(region, describe(stmt))
+            target = self.target(region.buffer)
+            self.placements.pop(target.name, None)
+            return tirx.Evaluate(tirx.Call(c.dtype, c.op, [_with_buffer(c.args[0], target), *c.args[1:]]))
+        if c.op.same_as(TileOps.reduce):
+            return self.lower_reduce(stmt, c)
+        if c.op.same_as(TileOps.gemm):
+            return self.lower_gemm(stmt, c)
+        if c.op.same_as(TileOps.im2col):
+            return self.lower_im2col(stmt, c, stages)
+        raise TTUnsupportedError(f"tile operator {c.op.name} has no TT lowering", construct=describe(stmt),
+                                 source=self.src, fix="use T.copy, T.gemm, T.reduce_*, T.clear/T.fill and "
+                                                      "T.Parallel")
 
     def lower_gemm(self, stmt, c):
         """Operands read through their current CBs; ``transpose_A`` becomes an on-chip transpose of the A block

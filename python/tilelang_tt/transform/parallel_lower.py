@@ -7,10 +7,12 @@ CB; vectors keep their broadcast indices (``[i, 0]``, ``[0, j]``); loop variable
 constant index tiles; let-bound float constants are folded; an element of a float32 / int32 tensor the same for
 the whole nest (``Slopes[by]``) is a scalar compute reads from L1 (``scalar_elements``). Operands smaller than a tile must share their place
 in the tile (``check_aligned``). The mixin runs on MemorySpaceLowerTT's ``_Lowerer`` state (CBs, placements,
-aliases, the analyzers).
+aliases, the analyzers); a ``_Nest`` holds one store's state (its loops, the blocks staged around it).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import tvm
 from tvm import tirx
@@ -80,6 +82,20 @@ class GatherRows:
 
     def __str__(self):
         return f"gather({self.index.name}, {self.pos0}, {self.step})"
+
+
+@dataclass
+class _Nest:
+    """One store being lowered to its own nest: what it is, its loops, and the blocks staged around it."""
+    store: tirx.BufferStore
+    what: str
+    note: str
+    vars_: list
+    extent: dict                                        # loop var -> its extent
+    dst_dims: list = field(default_factory=list)        # the store's (loop var or None, offset) per dimension
+    before: list = field(default_factory=list)          # reads / copies ahead of the nest
+    after: list = field(default_factory=list)           # writes / window inserts after it
+    staged: dict = field(default_factory=dict)          # staging key -> the CB that holds that block
 
 
 class ParallelLower:
@@ -239,179 +255,92 @@ class ParallelLower:
         return store if value.same_as(store.value) else tirx.BufferStore(store.buffer, value, store.indices)
 
     def lower_store(self, loops, store: tirx.BufferStore, what: str) -> list:
+        """One store of a T.Parallel nest as its own nest over tile buffers, with the blocks it reads staged
+        before it and the blocks it writes drained after it."""
         note = f"T.Parallel: {tilelang_text(store)}"
         vars_ = [lp.loop_var for lp in loops]
         store = self.scalar_elements(store, vars_, what)
-        extent = {lp.loop_var: int(lp.extent) for lp in loops}
-        before, after = [], []
-        staged: dict[str, tirx.Buffer] = {}
+        nest = _Nest(store, what, note, vars_, {lp.loop_var: int(lp.extent) for lp in loops})
+        value, loaded = self.read_operands(nest, self.check_indices(nest))
+        value = self.index_values(value, nest.dst_dims, vars_, what)
+        value = logical_as_selects(fold_constants(tirx.stmt_functor.substitute(value, self.scalars)))
+        dst = self.nest_operand(nest, store.buffer, store.indices, True)
+        for name in loaded:     # a broadcast operand says nothing about where the destination sits
+            if static_shape(self.cbs[name].buffer) == static_shape(dst):
+                self.inherit(dst.name, name)
+        self.check_aligned(dst.name, loaded, what)
+        shape = tuple(nest.extent[v] if v is not None else 1 for v, _ in nest.dst_dims)
+        if static_shape(dst) != shape:
+            raise TTLoweringError(f"store shape {list(shape)} does not match {dst.name}", construct=what,
+                                  source=self.src)
+        idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in nest.dst_dims]
+        body = tirx.BufferStore(dst, value, idx)
+        for lp in reversed(loops):
+            body = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, body)
+        return nest.before + [body] + nest.after
 
-        def split(buf, indices):
-            """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
-            if len(indices) != 2:
-                raise TTLoweringError(f"{buf.name} is indexed with {len(indices)} indices after TilePadTT",
-                                      construct=what, source=self.src)
-            dims = []
-            for ix in indices:
-                loads = []
-                tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n) if isinstance(n, tirx.BufferLoad) else None)
-                if loads:
-                    gather = self.gather_index(buf, ix, indices, vars_, what) if not dims else None
-                    if gather is None:
-                        raise TTUnsupportedError(
-                            f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
-                            construct=what, source=self.src,
-                            fix="gather whole rows: X[Idx[base + i], base_j + j] with an int32 index tensor Idx "
-                                "(the reader reads each row Idx names), or move the indirection into a T.copy "
-                                "offset (X[Idx[b] * 32, 0])")
-                    dims.append(gather)
-                    continue
-                used = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(ix))]
-                if not used:
-                    dims.append((None, ix))
-                    continue
-                v = used[0]
-                off = _affine_offset(ix, v, self.plain)
-                if off is None:
-                    off = _affine_offset(ix, v, self.analyzer)
-                if len(used) > 1 or off is None:
-                    raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
-                                             construct=what, source=self.src,
-                                             fix="index blocks as X[base_i + i, base_j + j] inside T.Parallel")
-                dims.append((v, off))
-            return dims
+    def split_indices(self, nest: _Nest, buf, indices) -> list:
+        """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
+        what = nest.what
+        if len(indices) != 2:
+            raise TTLoweringError(f"{buf.name} is indexed with {len(indices)} indices after TilePadTT",
+                                  construct=what, source=self.src)
+        dims = []
+        for ix in indices:
+            loads = []
+            tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n)
+                                               if isinstance(n, tirx.BufferLoad) else None)
+            if loads:
+                gather = self.gather_index(buf, ix, indices, nest.vars_, what) if not dims else None
+                if gather is None:
+                    raise TTUnsupportedError(
+                        f"indirect (data-dependent) indexing of {buf.name} through {loads[0].buffer.name}",
+                        construct=what, source=self.src,
+                        fix="gather whole rows: X[Idx[base + i], base_j + j] with an int32 index tensor Idx "
+                            "(the reader reads each row Idx names), or move the indirection into a T.copy "
+                            "offset (X[Idx[b] * 32, 0])")
+                dims.append(gather)
+                continue
+            used = [v for v in nest.vars_ if any(n.same_as(v) for n in _vars_of(ix))]
+            if not used:
+                dims.append((None, ix))
+                continue
+            v = used[0]
+            off = _affine_offset(ix, v, self.plain)
+            if off is None:
+                off = _affine_offset(ix, v, self.analyzer)
+            if len(used) > 1 or off is None:
+                raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
+                                         construct=what, source=self.src,
+                                         fix="index blocks as X[base_i + i, base_j + j] inside T.Parallel")
+            dims.append((v, off))
+        return dims
 
+    def check_indices(self, nest: _Nest) -> list:
+        """The loads of the store's value, once every access is split (indirect indexing is refused before anything
+        is rewritten) and the store is known to depend on every loop variable; sets ``nest.dst_dims``."""
+        store = nest.store
         accesses = [store]
         tirx.stmt_functor.post_order_visit(store.value, lambda n: accesses.append(n) if isinstance(n, tirx.BufferLoad) else None)
-        for acc in accesses:
-            split(acc.buffer, acc.indices)      # indirect indexing is refused before anything is rewritten
-        dst_dims = split(store.buffer, store.indices)
+        for acc in accesses:    # indirect indexing is refused before anything is rewritten
+            self.split_indices(nest, acc.buffer, acc.indices)
+        nest.dst_dims = self.split_indices(nest, store.buffer, store.indices)
         self._store_target = self.current(store.buffer).name if not is_global(store.buffer) else ""
-        shape = tuple(extent[v] if v is not None else 1 for v, _ in dst_dims)
-        for v in vars_:
-            if extent[v] > 1 and not any(d is v for d, _ in dst_dims):
+        for v in nest.vars_:
+            if nest.extent[v] > 1 and not any(d is v for d, _ in nest.dst_dims):
                 raise TTUnsupportedError(f"the store to {store.buffer.name} does not depend on loop variable {v.name}: "
-                                         "every iteration writes the same element", construct=what, source=self.src,
+                                         "every iteration writes the same element", construct=nest.what,
+                                         source=self.src,
                                          fix="reduce with T.reduce_sum / T.reduce_max into a 1-D fragment instead")
+        return accesses[1:]
 
-        def operand(buf, indices, is_store):
-            dims = split(buf, indices)
-            if not is_store and dims[0][0] is not None and dims[1][0] is not None and \
-                    dims[0][0] is dst_dims[1][0] and dims[1][0] is dst_dims[0][0]:
-                return transposed(buf, indices, dims)
-            for k, (v, _) in enumerate(dims):
-                if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
-                    raise TTUnsupportedError(
-                        f"{buf.name}{list(indices)} is indexed transposed (or with a variable the store "
-                        f"{store.buffer.name} uses on another axis)", construct=what, source=self.src,
-                        fix="transpose with T.copy into a tile buffer and T.gemm(transpose_B=True), or index "
-                            "operands in the same order as the store")
-            window = tuple(extent[v] if v is not None else 1 for v, _ in dims)
-            if not is_global(buf):
-                buf = self.current(buf) if not is_store else buf
-                bshape = static_shape(buf, self.src)
-                if not is_store and self.tile_window(buf, dims, window, bshape):
-                    return window_of(buf, dims, window)
-                if is_store and self.tile_window(buf, dims, window, bshape):
-                    return store_window(buf, dims, window)
-                for (v, off), n, w in zip(dims, bshape, window):
-                    if n != w or not self.analyzer.can_prove(off == 0):
-                        raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
-                                                 f"{list(bshape)} (an index i or j, or 0 for an extent of 1)",
-                                                 construct=what, source=self.src)
-                if is_store:
-                    return self.target(buf)
-                self.cb(buf).consumer.add("compute")
-                return buf
-            return stage(buf, dims, window, is_store)
-
-        def window_of(buf, dims, window):
-            """``x[i, j + D // 2]``: a tile-aligned window of tile buffer ``buf``, copied into a window-shaped
-            compute CB before the nest (an eltwise copy of those tiles), which the body reads whole."""
-            origin = [self.plain.simplify(off) for _, off in dims]
-            key = f"W:{buf.name}:{origin}"
-            if key not in staged:
-                win = self.staging_buffer(buf, window[0], window[1], "win", scope=SCOPE_FRAGMENT)
-                self.cbs[win.name].producer.add("compute")
-                self.cb(buf).consumer.add("compute")
-                before.append(call(TTOps.eltwise, self.cb_index_placeholder(win), tirx.BufferLoad(buf, origin),
-                                   note=note))
-                staged[key] = win
-            self.cb(staged[key]).consumer.add("compute")
-            return staged[key]
-
-        def store_window(buf, dims, window):
-            """``acc[32 + i, j] = ...``: a store into a tile-aligned window of tile buffer ``buf`` computes a
-            window-shaped compute CB, which ``insert_window`` then puts in place (``buf``'s other tiles pass
-            through unchanged; a block the reader filled is rewritten into a fresh CB, as in-place updates are)."""
-            origin = [self.plain.simplify(off) for _, off in dims]
-            if not all(isinstance(o, tirx.IntImm) for o in origin):
-                raise TTUnsupportedError(f"a store into a window of {buf.name} at {origin}, not a constant place",
-                                         construct=what, source=self.src,
-                                         fix="store into windows at constant offsets (multiples of 32)")
-            win = self.staging_buffer(buf, window[0], window[1], "part", scope=SCOPE_FRAGMENT)
-            self.cbs[win.name].producer.add("compute")
-            self.cbs[win.name].consumer.add("compute")
-            after.append(self.insert_into(buf, win, [int(o) // TILE for o in origin], note))
-            return win
-
-        def transposed(buf, indices, dims):
-            """``X[j, i]`` in a nest storing ``[i, j]``: the block is read as it lies, then transposed tile by
-            tile (``transpose_tile``) into a compute scratch CB that the body reads in its own order."""
-            window = (extent[dims[0][0]], extent[dims[1][0]])
-            if window[0] % TILE or window[1] % TILE:
-                raise TTUnsupportedError(f"{buf.name}{list(indices)} is indexed transposed over a block smaller "
-                                         "than whole tiles", construct=what, source=self.src,
-                                         fix="transpose blocks whose extents are multiples of 32")
-            if is_global(buf):
-                source = stage(buf, dims, window, False)
-            else:
-                source = self.current(buf)
-                if static_shape(source, self.src) != window or not all(self.analyzer.can_prove(o == 0)
-                                                                       for _, o in dims):
-                    raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape",
-                                             construct=what, source=self.src)
-                self.cb(source).consumer.add("compute")
-            key = f"T:{source.name}"
-            if key not in staged:
-                staged[key], op = self.transposed_copy(source, note)
-                before.append(op)
-            return staged[key]
-
-        def stage(buf, dims, window, is_store):
-            """The block of tensor ``buf`` the nest touches, through a CB the reader fills before the nest (or
-            the writer drains after it)."""
-            key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:{is_store}"
-            if key in staged:
-                return staged[key]
-            if isinstance(dims[0][1], GatherRows):
-                staged[key] = self.stage_gather(buf, dims, window, is_store, note, before, what)
-                return staged[key]
-            region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
-            r, c0, rows, cols, win = self.tile_coords(region, what)
-            tile = self.staging_buffer(buf, window[0], window[1], "out" if is_store else "tile")
-            info = self.cbs[tile.name]
-            self.placement(tile.name, win, what)
-            args = (self.tensor_index(buf), r, c0, rows, cols, *win)
-            if is_store:
-                info.producer.add("compute")
-                info.consumer.add("writer")
-                if str(buf.dtype) in INT_OUTPUT_FORMATS:    # an int32 tensor: packed as Int32 (after a typecast)
-                    self.tensor_cb_format(buf, tile.name, "output", win, what)
-                after.append(call(TTOps.write_block, self.cb_index_placeholder(tile), *args, note=note))
-            else:
-                info.producer.add("reader")
-                info.consumer.add("compute")
-                self.tensor_cb_format(buf, tile.name, "input", win, what)   # int8 / block-float tensors: their format
-                before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args, note=note))
-            staged[key] = tile
-            return tile
-
+    def read_operands(self, nest: _Nest, loads: list) -> tuple:
+        """(value, loaded): the store's value reading each operand's tile buffer in the store's order, and the
+        names of those buffers."""
         loaded = []
-
         gather_indices = []      # the index-tensor loads inside gathered row indices: read by the reader, not staged
-        for acc in accesses[1:]:
-            if isinstance(split(acc.buffer, acc.indices)[0][1], GatherRows):
+        for acc in loads:
+            if isinstance(self.split_indices(nest, acc.buffer, acc.indices)[0][1], GatherRows):
                 row = acc.indices[0]
                 gather_indices.append(row.value if isinstance(row, tirx.Cast) else row)
 
@@ -419,30 +348,134 @@ class ParallelLower:
             if isinstance(node, tirx.BufferLoad) and any(node.same_as(g) for g in gather_indices):
                 return None
             if isinstance(node, tirx.BufferLoad):
-                buf = operand(node.buffer, node.indices, False)
+                buf = self.nest_operand(nest, node.buffer, node.indices, False)
                 loaded.append(buf.name)
-                idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in split(node.buffer, node.indices)]
+                idx = [v if v is not None else tirx.IntImm("int32", 0)
+                       for v, _ in self.split_indices(nest, node.buffer, node.indices)]
                 if buf.name in self.scratch:       # a transposed operand is read in the store's order
                     idx = idx[::-1]
                 return tirx.BufferLoad(buf, idx)
             return None
 
-        value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
-        value = self.index_values(value, dst_dims, vars_, what)
-        value = logical_as_selects(fold_constants(tirx.stmt_functor.substitute(value, self.scalars)))
-        dst = operand(store.buffer, store.indices, True)
-        for name in loaded:     # a broadcast operand says nothing about where the destination sits
-            if static_shape(self.cbs[name].buffer) == static_shape(dst):
-                self.inherit(dst.name, name)
-        self.check_aligned(dst.name, loaded, what)
-        if static_shape(dst) != shape:
-            raise TTLoweringError(f"store shape {list(shape)} does not match {dst.name}", construct=what,
-                                  source=self.src)
-        idx = [v if v is not None else tirx.IntImm("int32", 0) for v, _ in dst_dims]
-        nest = tirx.BufferStore(dst, value, idx)
-        for lp in reversed(loops):
-            nest = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, nest)
-        return before + [nest] + after
+        return transform(tirx.Evaluate(nest.store.value), post, ["tirx.BufferLoad"]).value, loaded
+
+    def nest_operand(self, nest: _Nest, buf, indices, is_store: bool) -> tirx.Buffer:
+        """The tile buffer the nest reads (or stores) for ``buf[indices]``: a tile buffer itself, a window of it,
+        a transposed copy, or a CB staging a tensor's block."""
+        what, dst_dims = nest.what, nest.dst_dims
+        dims = self.split_indices(nest, buf, indices)
+        if not is_store and dims[0][0] is not None and dims[1][0] is not None and \
+                dims[0][0] is dst_dims[1][0] and dims[1][0] is dst_dims[0][0]:
+            return self.transposed_operand(nest, buf, indices, dims)
+        for k, (v, _) in enumerate(dims):
+            if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
+                raise TTUnsupportedError(
+                    f"{buf.name}{list(indices)} is indexed transposed (or with a variable the store "
+                    f"{nest.store.buffer.name} uses on another axis)", construct=what, source=self.src,
+                    fix="transpose with T.copy into a tile buffer and T.gemm(transpose_B=True), or index "
+                        "operands in the same order as the store")
+        window = tuple(nest.extent[v] if v is not None else 1 for v, _ in dims)
+        if not is_global(buf):
+            buf = self.current(buf) if not is_store else buf
+            bshape = static_shape(buf, self.src)
+            if not is_store and self.tile_window(buf, dims, window, bshape):
+                return self.load_window(nest, buf, dims, window)
+            if is_store and self.tile_window(buf, dims, window, bshape):
+                return self.store_window(nest, buf, dims, window)
+            for (v, off), n, w in zip(dims, bshape, window):
+                if n != w or not self.analyzer.can_prove(off == 0):
+                    raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
+                                             f"{list(bshape)} (an index i or j, or 0 for an extent of 1)",
+                                             construct=what, source=self.src)
+            if is_store:
+                return self.target(buf)
+            self.cb(buf).consumer.add("compute")
+            return buf
+        return self.stage_block(nest, buf, dims, window, is_store)
+
+    def load_window(self, nest: _Nest, buf, dims, window) -> tirx.Buffer:
+        """``x[i, j + D // 2]``: a tile-aligned window of tile buffer ``buf``, copied into a window-shaped
+        compute CB before the nest (an eltwise copy of those tiles), which the body reads whole."""
+        origin = [self.plain.simplify(off) for _, off in dims]
+        key = f"W:{buf.name}:{origin}"
+        if key not in nest.staged:
+            win = self.staging_buffer(buf, window[0], window[1], "win", scope=SCOPE_FRAGMENT)
+            self.cbs[win.name].producer.add("compute")
+            self.cb(buf).consumer.add("compute")
+            nest.before.append(call(TTOps.eltwise, self.cb_index_placeholder(win), tirx.BufferLoad(buf, origin),
+                                    note=nest.note))
+            nest.staged[key] = win
+        self.cb(nest.staged[key]).consumer.add("compute")
+        return nest.staged[key]
+
+    def store_window(self, nest: _Nest, buf, dims, window) -> tirx.Buffer:
+        """``acc[32 + i, j] = ...``: a store into a tile-aligned window of tile buffer ``buf`` computes a
+        window-shaped compute CB, which ``insert_window`` then puts in place (``buf``'s other tiles pass
+        through unchanged; a block the reader filled is rewritten into a fresh CB, as in-place updates are)."""
+        origin = [self.plain.simplify(off) for _, off in dims]
+        if not all(isinstance(o, tirx.IntImm) for o in origin):
+            raise TTUnsupportedError(f"a store into a window of {buf.name} at {origin}, not a constant place",
+                                     construct=nest.what, source=self.src,
+                                     fix="store into windows at constant offsets (multiples of 32)")
+        win = self.staging_buffer(buf, window[0], window[1], "part", scope=SCOPE_FRAGMENT)
+        self.cbs[win.name].producer.add("compute")
+        self.cbs[win.name].consumer.add("compute")
+        nest.after.append(self.insert_into(buf, win, [int(o) // TILE for o in origin], nest.note))
+        return win
+
+    def transposed_operand(self, nest: _Nest, buf, indices, dims) -> tirx.Buffer:
+        """``X[j, i]`` in a nest storing ``[i, j]``: the block is read as it lies, then transposed tile by
+        tile (``transpose_tile``) into a compute scratch CB that the body reads in its own order."""
+        what = nest.what
+        window = (nest.extent[dims[0][0]], nest.extent[dims[1][0]])
+        if window[0] % TILE or window[1] % TILE:
+            raise TTUnsupportedError(f"{buf.name}{list(indices)} is indexed transposed over a block smaller "
+                                     "than whole tiles", construct=what, source=self.src,
+                                     fix="transpose blocks whose extents are multiples of 32")
+        if is_global(buf):
+            source = self.stage_block(nest, buf, dims, window, False)
+        else:
+            source = self.current(buf)
+            if static_shape(source, self.src) != window or not all(self.analyzer.can_prove(o == 0)
+                                                                   for _, o in dims):
+                raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape",
+                                         construct=what, source=self.src)
+            self.cb(source).consumer.add("compute")
+        key = f"T:{source.name}"
+        if key not in nest.staged:
+            nest.staged[key], op = self.transposed_copy(source, nest.note)
+            nest.before.append(op)
+        return nest.staged[key]
+
+    def stage_block(self, nest: _Nest, buf, dims, window, is_store: bool) -> tirx.Buffer:
+        """The block of tensor ``buf`` the nest touches, through a CB the reader fills before the nest (or
+        the writer drains after it)."""
+        what, note = nest.what, nest.note
+        key = f"{buf.name}:{dims[0][1]}:{dims[1][1]}:{is_store}"
+        if key in nest.staged:
+            return nest.staged[key]
+        if isinstance(dims[0][1], GatherRows):
+            nest.staged[key] = self.stage_gather(buf, dims, window, is_store, note, nest.before, what)
+            return nest.staged[key]
+        region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
+        r, c0, rows, cols, win = self.tile_coords(region, what)
+        tile = self.staging_buffer(buf, window[0], window[1], "out" if is_store else "tile")
+        info = self.cbs[tile.name]
+        self.placement(tile.name, win, what)
+        args = (self.tensor_index(buf), r, c0, rows, cols, *win)
+        if is_store:
+            info.producer.add("compute")
+            info.consumer.add("writer")
+            if str(buf.dtype) in INT_OUTPUT_FORMATS:    # an int32 tensor: packed as Int32 (after a typecast)
+                self.tensor_cb_format(buf, tile.name, "output", win, what)
+            nest.after.append(call(TTOps.write_block, self.cb_index_placeholder(tile), *args, note=note))
+        else:
+            info.producer.add("reader")
+            info.consumer.add("compute")
+            self.tensor_cb_format(buf, tile.name, "input", win, what)   # int8 / block-float tensors: their format
+            nest.before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args, note=note))
+        nest.staged[key] = tile
+        return tile
 
     def tile_window(self, buf, dims, window, shape) -> bool:
         """Whether ``buf`` indexed by ``dims`` over ``window`` is a tile-aligned window of it other than the whole

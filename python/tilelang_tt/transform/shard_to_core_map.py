@@ -43,61 +43,76 @@ def core_ranges(cores: list[list[int]], device_cols: int) -> list[list[list[int]
     return ranges
 
 
-def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> tirx.PrimFunc:
-    src = source_of(func)
-    tensors = {func.buffer_map[p].data: func.buffer_map[p] for p in func.params if p in func.buffer_map}
-
+def _sharding_annotations(body) -> list:
+    """The ``T.annotate_tt_sharding`` tables of the blocks of ``body`` ({tensor data var: TTShard fields})."""
     annotations = []
 
     def visit(node):
         if isinstance(node, tirx.SBlock) and attrs.SHARDING_ANNOTATION in node.annotations:
             annotations.append(node.annotations[attrs.SHARDING_ANNOTATION])
 
-    tirx.stmt_functor.post_order_visit(func.body, visit)
+    tirx.stmt_functor.post_order_visit(body, visit)
+    return annotations
 
+
+def _shard_entry(buf, shard, seen: dict, src) -> dict:
+    """The checked shard fields of tensor ``buf`` (``seen``: the placements given so far, by tensor name)."""
+    entry = {k: (list(map(str, v)) if k == "tiles" else [int(a) for a in v] if k == "axis" else str(v))
+             for k, v in shard.items()}
+    rank = len(buf.shape)
+    if any(a >= rank for a in entry["axis"]):
+        raise TTAnnotationError(f"axis {entry['axis']} is out of range for {buf.name} of rank {rank}",
+                                construct=f"T.TTShard for {buf.name}", source=src)
+    if buf.name in seen and seen[buf.name] != entry["placement"]:
+        raise TTAnnotationError(
+            f"{buf.name} is placed in {seen[buf.name]} and in {entry['placement']}",
+            construct=f"T.annotate_tt_sharding({buf.name})", source=src,
+            fix="give each tensor one placement")
+    if entry["order"] != "row_major":
+        raise TTUnsupportedError(f"tile order {entry['order']!r} for {buf.name}",
+                                 construct=f"T.TTShard(order=...) for {buf.name}", source=src,
+                                 fix='use order="row_major"')
+    return entry
+
+
+def _check_fits_l1(func, buf, l1_bytes: int, src) -> None:
+    """An L1-placed tensor must have a static shape and fit half the L1 of the cores the schedule uses."""
+    from ..formats import data_format
+
+    n = 1
+    for d in buf.shape:
+        if not isinstance(d, tirx.IntImm):
+            raise TTAnnotationError(f"{buf.name} has a symbolic shape and cannot be placed in L1",
+                                    construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
+                                    fix='use placement="DRAM"')
+        n *= int(d)
+    nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).datum_bits // 8
+    budget = int(func.attrs[attrs.SCHEDULE]["num_cores"]) * l1_bytes // 2
+    if nbytes > budget:
+        raise TTAnnotationError(
+            f"{buf.name} ({nbytes} bytes) placed in L1 does not fit half the L1 of the "
+            f"{int(func.attrs[attrs.SCHEDULE]['num_cores'])} cores the schedule uses ({budget} bytes)",
+            construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
+            fix='place it in DRAM (placement="DRAM") or use more cores')
+
+
+def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> tirx.PrimFunc:
+    """``func`` with the core ranges its schedule uses and every tensor's shard metadata (module docstring)."""
+    src = source_of(func)
+    tensors = {func.buffer_map[p].data: func.buffer_map[p] for p in func.params if p in func.buffer_map}
     shards = {buf.name: dict(DEFAULT_SHARD) for buf in tensors.values()}
     seen: dict[str, str] = {}
-    for table in annotations:
+    for table in _sharding_annotations(func.body):
         for data_var, shard in table.items():
             buf = next((b for v, b in tensors.items() if v.same_as(data_var)), None)
             if buf is None:
                 raise TTAnnotationError(f"{data_var} is not a tensor parameter of the kernel",
                                         construct="T.annotate_tt_sharding", source=src,
                                         fix="shard only the kernel's T.Tensor parameters")
-            entry = {k: (list(map(str, v)) if k == "tiles" else [int(a) for a in v] if k == "axis" else str(v))
-                     for k, v in shard.items()}
-            rank = len(buf.shape)
-            if any(a >= rank for a in entry["axis"]):
-                raise TTAnnotationError(f"axis {entry['axis']} is out of range for {buf.name} of rank {rank}",
-                                        construct=f"T.TTShard for {buf.name}", source=src)
-            if buf.name in seen and seen[buf.name] != entry["placement"]:
-                raise TTAnnotationError(
-                    f"{buf.name} is placed in {seen[buf.name]} and in {entry['placement']}",
-                    construct=f"T.annotate_tt_sharding({buf.name})", source=src,
-                    fix="give each tensor one placement")
-            if entry["order"] != "row_major":
-                raise TTUnsupportedError(f"tile order {entry['order']!r} for {buf.name}",
-                                         construct=f"T.TTShard(order=...) for {buf.name}", source=src,
-                                         fix='use order="row_major"')
+            entry = _shard_entry(buf, shard, seen, src)
             seen[buf.name] = entry["placement"]
             if entry["placement"] == "L1":
-                from ..formats import data_format
-
-                n = 1
-                for d in buf.shape:
-                    if not isinstance(d, tirx.IntImm):
-                        raise TTAnnotationError(f"{buf.name} has a symbolic shape and cannot be placed in L1",
-                                                construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
-                                                fix='use placement="DRAM"')
-                    n *= int(d)
-                nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).datum_bits // 8
-                budget = int(func.attrs[attrs.SCHEDULE]["num_cores"]) * l1_bytes // 2
-                if nbytes > budget:
-                    raise TTAnnotationError(
-                        f"{buf.name} ({nbytes} bytes) placed in L1 does not fit half the L1 of the "
-                        f"{int(func.attrs[attrs.SCHEDULE]['num_cores'])} cores the schedule uses ({budget} bytes)",
-                        construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
-                        fix='place it in DRAM (placement="DRAM") or use more cores')
+                _check_fits_l1(func, buf, l1_bytes, src)
             shards[buf.name] = {**entry, "layout": "interleaved"}
 
     schedule = func.attrs[attrs.SCHEDULE]

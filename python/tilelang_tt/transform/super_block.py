@@ -97,6 +97,8 @@ class _Gemm:
             self.why = str(e)
 
     def _match(self, block):
+        """The root block as ``T.clear(C)``, the K loop (``_match_k_loop``) and an epilogue of copies of ``C``
+        (``_match_copy_epilogue``) or anything else (``_match_general_epilogue``)."""
         self.wrappers, stmts = strip_attrs(block.body)
         if len(stmts) < 3:
             raise _NoMatch("not clear; K loop; copy-out")
@@ -110,6 +112,19 @@ class _Gemm:
         if any(uses_var(e, v) for e in (loop.min, loop.extent) for v in (self.by, self.bx)):
             raise _NoMatch("the K loop's bounds depend on the block")
         self.loop = loop
+        self.a, self.b = self._match_k_loop(loop)
+        self.bm, self.bn = (int(x) for x in static_shape(self.c))
+        self.epilogue = stmts[2:]
+        self.staged = any(tile_op_call(s) is None or not tile_op_call(s).op.same_as(TileOps.copy)
+                          for s in self.epilogue)
+        if self.staged:
+            self._match_general_epilogue([self.a, self.b] + [buf for buf, _, _ in self.reads.values()])
+            return
+        self._match_copy_epilogue()
+
+    def _match_k_loop(self, loop) -> tuple:
+        """(A_s, B_s): the K loop as tile copies and one ``T.gemm(A_s, B_s, C)``, A read by block row along M and
+        B by block column along N."""
         inner = list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
         calls = [tile_op_call(s) for s in inner]
         if any(c is None for c in calls):
@@ -124,6 +139,17 @@ class _Gemm:
         if not c.same_as(self.c) or len(self.gemm.args) < 8:
             raise _NoMatch("the gemm does not accumulate into the cleared fragment")
         self.trans_a, self.trans_b = bool(self.gemm.args[3]), bool(self.gemm.args[4])
+        self._match_reads(loop, copies)
+        a_axis = 1 if self.trans_a else 0           # the M axis of A_s
+        b_axis = 0 if self.trans_b else 1           # the N axis of B_s
+        if self.reads.get(a.name, (None, None, None))[1:] != (a_axis, self.by) or \
+                self.reads.get(b.name, (None, None, None))[1:] != (b_axis, self.bx):
+            raise _NoMatch("A is not read by block row along M or B by block column along N")
+        return a, b
+
+    def _match_reads(self, loop, copies) -> None:
+        """``reads``: each K-loop copy as a whole-buffer read of a tensor block stepping with one of by / bx; and
+        ``k_steps``: whether every read also walks K by its block width, so K steps can be fused."""
         self.reads = {}         # shared buffer -> (axis scaled, block var)
         # K steps can be fused too when every read walks K by its block width from 0 in a static loop
         self.k_steps = isinstance(loop.extent, tirx.IntImm) and isinstance(loop.min, tirx.IntImm) and \
@@ -143,19 +169,10 @@ class _Gemm:
             self.k_steps &= self._stride_is(src.mins[1 - axis], loop.loop_var, src.extents[1 - axis]) and \
                 not any(uses_var(src.mins[1 - axis], b) for b in (self.by, self.bx))
             self.reads[dst.buffer.name] = (dst.buffer, axis, v)
-        a_axis = 1 if self.trans_a else 0           # the M axis of A_s
-        b_axis = 0 if self.trans_b else 1           # the N axis of B_s
-        if self.reads.get(a.name, (None, None, None))[1:] != (a_axis, self.by) or \
-                self.reads.get(b.name, (None, None, None))[1:] != (b_axis, self.bx):
-            raise _NoMatch("A is not read by block row along M or B by block column along N")
-        self.a, self.b = a, b
-        self.bm, self.bn = (int(x) for x in static_shape(self.c))
-        self.epilogue = stmts[2:]
-        self.staged = any(tile_op_call(s) is None or not tile_op_call(s).op.same_as(TileOps.copy)
-                          for s in self.epilogue)
-        if self.staged:
-            self._match_general_epilogue([a, b] + [buf for buf, _, _ in self.reads.values()])
-            return
+
+    def _match_copy_epilogue(self) -> None:
+        """An epilogue of ``T.copy`` statements moving the whole accumulator, through shared buffers of its shape,
+        to a tensor window at ``[by * bm, bx * bn]``, never writing the accumulator."""
         staged = {self.c.name}
         for s in self.epilogue:
             cp = tile_op_call(s)
@@ -262,9 +279,9 @@ def _with_args(call, args):
     return tirx.Call(call.dtype, call.op, args, call.annotations if hasattr(call, "annotations") else None)
 
 
-def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBlock:
-    """The root block with ``h x w`` user blocks fused into one and ``f`` K steps into one (module docstring)."""
-    by, bx = g.by, g.bx
+def _fused_buffers(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int) -> dict:
+    """{name: resized buffer}: ``C`` ``h x w`` times larger (when blocks are fused), each K-loop operand ``h`` or
+    ``w`` times along its block axis and ``f`` times along K."""
     new = {}
     for buf in root.alloc_buffers:
         if (buf.same_as(g.c) and h * w > 1) or buf.name in g.reads:
@@ -273,23 +290,33 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
                 shape = [shape[0] * h, shape[1] * w]
             else:
                 _, axis, v = g.reads[buf.name]
-                shape[axis] *= h if v.same_as(by) else w
+                shape[axis] *= h if v.same_as(g.by) else w
                 shape[1 - axis] *= f
             new[buf.name] = tirx.decl_buffer(shape, buf.dtype, buf.name, scope=buf.scope())
+    return new
 
-    def region_of(expr, mapping, scale=None):
-        r = decode_region(expr)
-        buf = new.get(r.buffer.name, r.buffer) if not is_global(r.buffer) else r.buffer
-        mins = [tvm.arith.Analyzer().simplify(_subst(m, mapping)) for m in r.mins]
-        extents = list(r.extents)
-        if scale is not None:
-            axis, factor = scale
-            extents[axis] *= factor
-            extents[1 - axis] *= f
-        elif r.buffer.name in new:
-            extents = [int(x) for x in static_shape(buf)]
-        return region_call(buf, mins, extents, r.access)
 
+def _fused_region(expr, new: dict, mapping, scale=None):
+    """The region ``expr`` on the resized buffers ``new``, its mins with ``mapping`` substituted; a tensor read's
+    extents scaled by ``scale`` = (axis, factor, f): ``factor`` along ``axis``, ``f`` along K; a resized buffer's
+    region the whole buffer."""
+    r = decode_region(expr)
+    buf = new.get(r.buffer.name, r.buffer) if not is_global(r.buffer) else r.buffer
+    mins = [tvm.arith.Analyzer().simplify(_subst(m, mapping)) for m in r.mins]
+    extents = list(r.extents)
+    if scale is not None:
+        axis, factor, f = scale
+        extents[axis] *= factor
+        extents[1 - axis] *= f
+    elif r.buffer.name in new:
+        extents = [int(x) for x in static_shape(buf)]
+    return region_call(buf, mins, extents, r.access)
+
+
+def _fused_k_loop(g: _Gemm, new: dict, h: int, w: int, f: int) -> tirx.For:
+    """The K loop over the fused operands: reads ``h`` / ``w`` blocks and ``f`` K steps at once, the gemm's M / N /
+    K scaled to match, ``f`` times fewer iterations."""
+    by, bx = g.by, g.bx
     fused_k = {by: by * h, bx: bx * w, g.loop.loop_var: g.loop.loop_var * f}
     body_k = []
     for s in (list(g.loop.body.seq) if isinstance(g.loop.body, tirx.SeqStmt) else [g.loop.body]):
@@ -297,9 +324,10 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
         if c.op.same_as(TileOps.copy):
             _, axis, v = g.reads[decode_region(c.args[1]).buffer.name]
             factor = h if v.same_as(by) else w
-            args = [region_of(c.args[0], fused_k, (axis, factor)), region_of(c.args[1], {})] + list(c.args[2:])
+            args = [_fused_region(c.args[0], new, fused_k, (axis, factor, f)),
+                    _fused_region(c.args[1], new, {})] + list(c.args[2:])
         else:
-            args = [region_of(c.args[i], {}) for i in range(3)] + list(c.args[3:5]) + [
+            args = [_fused_region(c.args[i], new, {}) for i in range(3)] + list(c.args[3:5]) + [
                 tirx.IntImm("int32", g.bm * h), tirx.IntImm("int32", g.bn * w),
                 tirx.IntImm("int32", int(c.args[7]) * f)] + list(c.args[8:])
         body_k.append(tirx.Evaluate(_with_args(c, args)))
@@ -308,17 +336,19 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
     if f > 1 and "num_stages" in annotations:
         # the CB depth in blocks: as many K tiles in flight as the user's stages held, and double-buffered
         annotations["num_stages"] = tirx.IntImm("int32", max(2, math.ceil(int(annotations["num_stages"]) / f)))
-    loop = tirx.For(g.loop.loop_var, g.loop.min, extent, g.loop.kind,
+    return tirx.For(g.loop.loop_var, g.loop.min, extent, g.loop.kind,
                     body_k[0] if len(body_k) == 1 else tirx.SeqStmt(body_k), None, annotations)
 
-    _, stmts = strip_attrs(root.body)
-    fill = tile_op_call(stmts[0])
-    clear = tirx.Evaluate(_with_args(fill, [region_of(fill.args[0], {})] + list(fill.args[1:])))
 
+def _fused_epilogue(g: _Gemm, new: dict, h: int, w: int):
+    """The user's epilogue, once per user block of the ``h x w`` fused block (``sub_by``, ``sub_bx``) on its
+    window of the fused accumulator: copies read the window, any other epilogue a copy of it (``C_block``)."""
+    if h * w == 1:      # only K steps fused: the epilogue is the user's, on the user's accumulator
+        return g.epilogue[0] if len(g.epilogue) == 1 else tirx.SeqStmt(g.epilogue)
     sub_by, sub_bx = tirx.Var("sub_by", "int32"), tirx.Var("sub_bx", "int32")
-    per_block = {by: by * h + sub_by, bx: bx * w + sub_bx}
+    per_block = {g.by: g.by * h + sub_by, g.bx: g.bx * w + sub_bx}
     epilogue = []
-    if g.staged and h * w > 1:
+    if g.staged:
         # The user's epilogue, per user block, on ``C_block``: a copy of that block's window of the fused
         # accumulator, in the accumulator's scope and of the user's shape.
         block_c = tirx.decl_buffer([g.bm, g.bn], g.c.dtype, f"{g.c.name}_block", scope=g.c.scope())
@@ -327,22 +357,29 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
         epilogue.append(tirx.Evaluate(tirx.Call("handle", TileOps.copy,
                                                 [window, region_call(block_c, [0, 0], [g.bm, g.bn], 2)] + g.copy_options)))
         epilogue += [_swap_buffer(_subst(s, per_block), g.c, block_c) for s in g.epilogue]
-    for s in (g.epilogue if h * w > 1 and not g.staged else []):
+    for s in (g.epilogue if not g.staged else []):
         c = tile_op_call(s)
         src = decode_region(c.args[0])
         if src.buffer.same_as(g.c):     # the user block's window of the fused accumulator
             src_arg = region_call(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], src.access)
         else:
             src_arg = c.args[0]
-        dst_arg = region_of(c.args[1], per_block) if is_global(decode_region(c.args[1]).buffer) else c.args[1]
+        dst_arg = _fused_region(c.args[1], new, per_block) if is_global(decode_region(c.args[1]).buffer) \
+            else c.args[1]
         epilogue.append(tirx.Evaluate(_with_args(c, [src_arg, dst_arg] + list(c.args[2:]))))
-    if h * w == 1:      # only K steps fused: the epilogue is the user's, on the user's accumulator
-        tail = g.epilogue[0] if len(g.epilogue) == 1 else tirx.SeqStmt(g.epilogue)
-    else:
-        tail = epilogue[0] if len(epilogue) == 1 else tirx.SeqStmt(epilogue)
-        tail = tirx.For(sub_by, tirx.IntImm("int32", 0), tirx.IntImm("int32", h), tirx.ForKind.SERIAL,
-                        tirx.For(sub_bx, tirx.IntImm("int32", 0), tirx.IntImm("int32", w), tirx.ForKind.SERIAL,
-                                 tail))
+    tail = epilogue[0] if len(epilogue) == 1 else tirx.SeqStmt(epilogue)
+    return tirx.For(sub_by, tirx.IntImm("int32", 0), tirx.IntImm("int32", h), tirx.ForKind.SERIAL,
+                    tirx.For(sub_bx, tirx.IntImm("int32", 0), tirx.IntImm("int32", w), tirx.ForKind.SERIAL, tail))
+
+
+def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBlock:
+    """The root block with ``h x w`` user blocks fused into one and ``f`` K steps into one (module docstring)."""
+    new = _fused_buffers(root, g, h, w, f)
+    loop = _fused_k_loop(g, new, h, w, f)
+    _, stmts = strip_attrs(root.body)
+    fill = tile_op_call(stmts[0])
+    clear = tirx.Evaluate(_with_args(fill, [_fused_region(fill.args[0], new, {})] + list(fill.args[1:])))
+    tail = _fused_epilogue(g, new, h, w)
     allocs = [new.get(b.name, b) for b in root.alloc_buffers]
     allocs += [b for name, b in new.items() if name not in {a.name for a in root.alloc_buffers}]
     body = rewrap(g.wrappers, [clear, loop, tail])

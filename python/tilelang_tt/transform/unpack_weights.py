@@ -285,7 +285,55 @@ def _fragment_copies(chain: dict, copies) -> dict:
     return out
 
 
+def _packing(buf, chain: dict, sites: list, src) -> tuple:
+    """(factor, table, axis from the end) of packed tensor ``buf``: one packing, one unpack expression and one
+    packed axis (aligned from the last axis through the copies) for all its unpack sites."""
+    axes = {}
+    for e, site in sites:
+        axes.setdefault(site.load.buffer.data, set()).add((site.axis, site.factor))
+    factors = {f for s in axes.values() for _, f in s}
+    if len(factors) != 1 or any(len(s) != 1 for s in axes.values()):
+        raise TTUnsupportedError(f"{buf.name} is unpacked with different packings", construct=f"tensor {buf.name}",
+                                 source=src, fix=_FIX)
+    factor = factors.pop()
+    table = unpack_table(sites[0][0], sites[0][1], src)
+    for e, site in sites[1:]:
+        if unpack_table(e, site, src) != table:
+            raise TTUnsupportedError(f"{buf.name} is unpacked by two different expressions",
+                                     construct=describe(e), source=src, fix=_FIX)
+    # the packed axis of every chain member, aligned from the last axis through the copies
+    rank_axis = {data: next(iter(s))[0] - len(chain[data].shape) for data, s in axes.items()}
+    from_end = set(rank_axis.values())
+    if len(from_end) != 1:
+        raise TTUnsupportedError(f"{buf.name} is packed along different axes", construct=f"tensor {buf.name}",
+                                 source=src, fix=_FIX)
+    return factor, table, from_end.pop()
+
+
+def _widen(chain: dict, alias: dict, back: int, factor: int, widen: dict, src) -> None:
+    """Adds to ``widen`` each buffer of the copy chain as an int8 buffer ``factor`` times longer along axis
+    ``back`` (from the end); a buffer that is a whole copy of another takes its source's (flagged ``True``)."""
+    for data, b in chain.items():
+        if data in alias:
+            continue
+        ext = b.shape[back]
+        if not all(isinstance(d, tirx.IntImm) for d in b.shape):
+            raise TTUnsupportedError(f"{b.name} holds packed weights of symbolic shape {list(b.shape)}",
+                                     construct=f"tensor {b.name}", source=src,
+                                     fix="give packed weight tensors static shapes (the host unpacks them)")
+        shape = list(b.shape)
+        shape[back] = tirx.IntImm("int32", int(ext) * factor)
+        new = tirx.decl_buffer(shape, "int8", b.name, scope=str(b.scope()))
+        widen[data] = (new, len(b.shape) + back, factor)
+    for data, source in alias.items():
+        while source in alias:
+            source = alias[source]
+        if source in widen:
+            widen[data] = widen[source] + (True,)
+
+
 def unpack_weights(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with its packed weight tensors replaced by unpacked int8 ones (module docstring)."""
     src = source_of(func)
     copies = _copies(func.body)
     stores = []
@@ -306,43 +354,8 @@ def unpack_weights(func: tirx.PrimFunc) -> tirx.PrimFunc:
             sites += finder.sites
         if not sites:
             continue
-        axes = {}
-        for e, site in sites:
-            axes.setdefault(site.load.buffer.data, set()).add((site.axis, site.factor))
-        factors = {f for s in axes.values() for _, f in s}
-        if len(factors) != 1 or any(len(s) != 1 for s in axes.values()):
-            raise TTUnsupportedError(f"{buf.name} is unpacked with different packings", construct=f"tensor {buf.name}",
-                                     source=src, fix=_FIX)
-        factor = factors.pop()
-        table = unpack_table(sites[0][0], sites[0][1], src)
-        for e, site in sites[1:]:
-            if unpack_table(e, site, src) != table:
-                raise TTUnsupportedError(f"{buf.name} is unpacked by two different expressions",
-                                         construct=describe(e), source=src, fix=_FIX)
-        # the packed axis of every chain member, aligned from the last axis through the copies
-        rank_axis = {data: next(iter(s))[0] - len(chain[data].shape) for data, s in axes.items()}
-        from_end = set(rank_axis.values())
-        if len(from_end) != 1:
-            raise TTUnsupportedError(f"{buf.name} is packed along different axes", construct=f"tensor {buf.name}",
-                                     source=src, fix=_FIX)
-        back = from_end.pop()
-        for data, b in chain.items():
-            if data in alias:
-                continue
-            ext = b.shape[back]
-            if not all(isinstance(d, tirx.IntImm) for d in b.shape):
-                raise TTUnsupportedError(f"{b.name} holds packed weights of symbolic shape {list(b.shape)}",
-                                         construct=f"tensor {b.name}", source=src,
-                                         fix="give packed weight tensors static shapes (the host unpacks them)")
-            shape = list(b.shape)
-            shape[back] = tirx.IntImm("int32", int(ext) * factor)
-            new = tirx.decl_buffer(shape, "int8", b.name, scope=str(b.scope()))
-            widen[data] = (new, len(b.shape) + back, factor)
-        for data, source in alias.items():
-            while source in alias:
-                source = alias[source]
-            if source in widen:
-                widen[data] = widen[source] + (True,)
+        factor, table, back = _packing(buf, chain, sites, src)
+        _widen(chain, alias, back, factor, widen, src)
         for e, site in sites:
             new, axis = widen[site.load.buffer.data][:2]
             idx = list(site.load.indices)
