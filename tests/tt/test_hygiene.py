@@ -43,6 +43,18 @@ def _import_graph():
     return module
 
 
+def test_no_function_over_60_lines():
+    """Library functions stay short enough to read whole: a longer one is split into named phases."""
+    import ast
+
+    long = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(PKG)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long, long
+
+
 def test_imports_have_no_circle_and_run_down_the_layers():
     """scripts/import_graph.py (docs/design.md's picture): no module reaches itself through its imports, deferred
     ones included, and every import goes to the module's own layer or a lower one."""
