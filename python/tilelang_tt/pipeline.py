@@ -60,6 +60,7 @@ from .transform.grid_to_persistent import grid_to_persistent
 from .transform.inline_index_lets import inline_index_lets
 from .transform.memory_space_lower import memory_space_lower
 from .transform.mesh_split import mesh_split
+from .transform.column_reads import column_reads
 from .transform.predicate_parallel import predicate_parallel
 from .transform.row_stream import row_stream
 from .transform.sdpa_fusion import sdpa_fusion
@@ -89,6 +90,7 @@ def passes(options: TTOptions):
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [
         ("PredicateParallelTT", predicate_parallel),
+        ("ColumnReadsTT", column_reads),
         ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options, lambda g: lower_candidate(g, options))),
         ("SuperBlockTT", lambda f: super_block(f, options, lambda g: lower_candidate(g, options, program=True))),

@@ -193,7 +193,8 @@ class _Tensorizer:
                                              construct=what, source=self.src,
                                              fix=f"supported: + - * /, min/max/clamp, comparisons, T.if_then_else, "
                                                  f"constant powers, {sorted(UNARY_TIR_OPS) + ['tirx.log2']}")
-            elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod)):     # (and/or/not: ParallelLower's selects)
+            elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod)) and not is_scalar(node):
+                # integer division of block values (by % 32) is a run-time scalar; of tile values, no TT op
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
                                          source=self.src, fix="TT tiles compute with float arithmetic, comparisons "
                                                               "and selects")

@@ -1,0 +1,73 @@
+"""ColumnReadsTT: one head's per-token values of a [B, S, H] tensor (GDN's gates and betas), read as a per-row vector
+by a copy or element by element inside T.Parallel, come from whole tile columns, masked and summed per row.
+
+Values on a grid of 1/4 keep every product exact, so results equal torch's bit for bit."""
+
+import pytest
+import tilelang
+import tilelang.language as T
+import torch
+
+from tilelang_tt.errors import TTUnsupportedError
+
+D = 64
+
+
+def scaled_rows(B, S, H, gdtype, form):
+    """O[b, s, h, :] = X[b, s, h, :] * G[b, s, h]: G's column h for 64 tokens per block, as a copy or as element
+    reads inside the T.Parallel nest that uses them."""
+
+    @T.prim_func
+    def by_copy(G: T.Tensor((B, S, H), gdtype), X: T.Tensor((B, S, H, D), "bfloat16"),
+                O: T.Tensor((B, S, H, D), "float32")):
+        with T.Kernel(S // 64, B * H, threads=128) as (bs, bbh):
+            bb, bh = bbh // H, bbh % H
+            g = T.alloc_shared((64,), gdtype)
+            x = T.alloc_shared((64, D), "bfloat16")
+            y = T.alloc_fragment((64, D), "float32")
+            T.copy(G[bb, bs * 64:(bs + 1) * 64, bh], g)
+            T.copy(X[bb, bs * 64:(bs + 1) * 64, bh, :], x)
+            for i, j in T.Parallel(64, D):
+                y[i, j] = x[i, j] * g[i]
+            T.copy(y, O[bb, bs * 64:(bs + 1) * 64, bh, :])
+
+    @T.prim_func
+    def by_element(G: T.Tensor((B, S, H), gdtype), X: T.Tensor((B, S, H, D), "bfloat16"),
+                   O: T.Tensor((B, S, H, D), "float32")):
+        with T.Kernel(S // 64, B * H, threads=128) as (bs, bbh):
+            bb, bh = bbh // H, bbh % H
+            x = T.alloc_shared((64, D), "bfloat16")
+            y = T.alloc_fragment((64, D), "float32")
+            T.copy(X[bb, bs * 64:(bs + 1) * 64, bh, :], x)
+            for i, j in T.Parallel(64, D):
+                y[i, j] = x[i, j] * G[bb, bs * 64 + i, bh] + G[bb, bs * 64 + i, bh]
+            T.copy(y, O[bb, bs * 64:(bs + 1) * 64, bh, :])
+
+    return by_copy if form == "copy" else by_element
+
+
+@pytest.mark.parametrize("B,S,H,gdtype,form,arch", [
+    (1, 256, 32, "float32", "copy", "wormhole_b0"),
+    (2, 128, 64, "bfloat16", "element", "wormhole_b0"),
+    (1, 128, 96, "float32", "element", "wormhole_b0"),      # the column in the third tile column
+    (1, 128, 32, "bfloat16", "copy", "blackhole"),
+])
+def test_a_column_of_a_bsh_tensor_is_a_per_row_vector(B, S, H, gdtype, form, arch):
+    kernel = tilelang.compile(scaled_rows(B, S, H, gdtype, form), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(B * S + H)
+    gate = (torch.randint(-8, 9, (B, S, H), generator=g) / 4).to(getattr(torch, gdtype))
+    x = (torch.randint(-8, 9, (B, S, H, D), generator=g) / 4).bfloat16()
+    o = torch.empty(B, S, H, D)
+    kernel(gate, x, o)
+    want = x.float() * gate.float()[..., None] + (gate.float()[..., None] if form == "element" else 0)
+    torch.testing.assert_close(o, want, rtol=0, atol=0)
+    # the reader moves whole tile columns of G's [B * S, H] view: G is read once per (block, head)
+    reads = [c for c in kernel.plan["cbs"] if c["role"] == "input" and c["name"].startswith("G_cols")]
+    assert len(reads) == 1 and reads[0]["block_tiles"] == 2      # 64 tokens x one 32-column tile
+
+
+def test_a_column_of_a_tensor_whose_last_axis_is_not_whole_tiles_stays_refused():
+    """H = 48: the column's tile column would reach past the tensor; the pass leaves the read, which is refused."""
+    with pytest.raises(TTUnsupportedError, match=r"g is one column at column by % 48 % 32 of its tile, broadcast over "
+                                                 r"the whole tiles of y: TT broadcasts only the tile's first column"):
+        tilelang.compile(scaled_rows(1, 128, 48, "float32", "copy"), target="tt")
