@@ -1,4 +1,10 @@
-"""Print TIR index expressions as C++ (uint32_t arithmetic; every value the kernels compute is >= 0)."""
+"""Print TIR index expressions as C++.
+
+The kernels' variables (block indices, loop counters, runtime arguments, symbolic dimensions) are uint32_t and never
+negative, and ``+ - *`` in uint32_t give the two's complement bits of the signed result. Where an operation reads
+the sign - floor division and modulo, min / max, comparisons - and an operand may be negative (a subtraction:
+``(bx * 64 - window) // 64``, the first K block of a sliding window), its operands are printed as int32_t and
+division and modulo round toward negative infinity, as TIR's FloorDiv / FloorMod do."""
 
 from __future__ import annotations
 
@@ -17,6 +23,72 @@ _PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 _CMP = {tirx.EQ: "==", tirx.NE: "!=", tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">="}
 
 
+def nonneg(e) -> bool:
+    """Whether ``e`` is >= 0 for every value of the kernel's (unsigned) variables, by its form."""
+    if isinstance(e, int):
+        return e >= 0
+    if isinstance(e, tirx.IntImm):
+        return int(e.value) >= 0
+    if isinstance(e, tirx.Var):
+        return True
+    if isinstance(e, tirx.Cast):
+        return nonneg(e.value)
+    if isinstance(e, (tirx.Add, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min)):
+        return nonneg(e.a) and nonneg(e.b)
+    if isinstance(e, tirx.Max):
+        return nonneg(e.a) or nonneg(e.b)
+    if isinstance(e, tirx.Sub):
+        return _lowest(e) >= 0
+    if isinstance(e, tirx.Select):
+        return nonneg(e.true_value) and nonneg(e.false_value)
+    if isinstance(e, tirx.Call) and isinstance(e.op, Op) and str(e.op.name) == "tirx.if_then_else":
+        return nonneg(e.args[1]) and nonneg(e.args[2])
+    if isinstance(e, tirx.Call) and isinstance(e.op, Op) and str(e.op.name) in _BIT_OPS:
+        return all(nonneg(a) for a in e.args)
+    return isinstance(e, tuple(_CMP))      # a comparison is 0 or 1
+
+
+def _lowest(e) -> int:
+    """The least value of ``e`` with every variable in [0, 2^31) (TVM's integer bound analysis)."""
+    import tvm
+
+    analyzer = tvm.arith.Analyzer()
+    seen = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: seen.append(n) if isinstance(n, tirx.Var) else None)
+    for var in seen:
+        analyzer.bind(var, tvm.ir.Range.from_min_extent(0, 2 ** 31 - 1))
+    return analyzer.const_int_bound(e).min_value
+
+
+def _signed(e, names) -> str:
+    """``e`` as an int32_t expression."""
+    if isinstance(e, (int, tirx.IntImm)):
+        return str(int(e) if isinstance(e, int) else int(e.value))
+    signed = _signed_op(e, names)
+    return signed if signed is not None else f"static_cast<int32_t>({cexpr(e, names)})"
+
+
+def _signed_op(e, names) -> str | None:
+    """A sign-reading operation with an operand that may be negative, in int32_t; None when none may be."""
+    pairs = [(cls, sym) for cls, sym in _CMP.items()] + [(tirx.Min, "min"), (tirx.Max, "max"),
+                                                         (tirx.FloorDiv, "/"), (tirx.FloorMod, "%")]
+    kind = next((sym for cls, sym in pairs if isinstance(e, cls)), None)
+    if kind is None or (nonneg(e.a) and nonneg(e.b)):
+        return None
+    a, b = _signed(e.a, names), _signed(e.b, names)
+    if kind in ("min", "max"):
+        return f"({a} {'<' if kind == 'min' else '>'} {b} ? {a} : {b})"
+    if kind not in ("/", "%"):
+        return f"({a} {kind} {b})"
+    if not (isinstance(e.b, tirx.IntImm) and int(e.b.value) > 0):
+        raise TTLoweringError(f"cannot print `{e}` as C++: floor division or modulo of a value that may be negative "
+                              "by a divisor that is not a positive constant", construct="index expression")
+    d = int(e.b.value)
+    if kind == "/":     # toward negative infinity
+        return f"({a} >= 0 ? {a} / {d} : -(({d - 1} - {a}) / {d}))"
+    return f"(({a} % {d} + {d}) % {d})"
+
+
 def cexpr(e, names: dict | None = None, prec: int = 0) -> str:
     """C++ text of ``e``; ``names`` renames Vars (by object identity) to C++ identifiers."""
     names = names or {}
@@ -31,6 +103,9 @@ def cexpr(e, names: dict | None = None, prec: int = 0) -> str:
         return e.name
     if isinstance(e, tirx.Cast):
         return cexpr(e.value, names, prec)
+    signed = _signed_op(e, names)
+    if signed is not None:
+        return signed
     for cls, sym in _BIN.items():
         if isinstance(e, cls):
             p = _PREC[sym]
