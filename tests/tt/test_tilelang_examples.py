@@ -101,7 +101,8 @@ def test_classification(made_up):
     got = {r.id.split("/")[0]: (r.status, r.reason) for r in results}
     assert got["ok"][0] == "CORRECT" and got["ok"][1].startswith("1 check(s), 2 TT launch(es)"), got["ok"]
     assert got["wrong"][0] == "WRONG" and "Mismatched elements" in got["wrong"][1], got["wrong"]
-    assert got["wrong"][1].endswith("wrong/example_wrong.py:17")
+    # the check that failed, where, and whether the compile warned of precision it loses (this kernel is exact)
+    assert got["wrong"][1].endswith("wrong/example_wrong.py:17 [no TTPrecisionWarning]")
     assert got["clear"][0] == "CLEAR" and got["clear"][1].startswith("TTUnsupportedError"), got["clear"]
     assert got["arch"] == ("UNSUPPORTED-ARCH", "asks torch.cuda for the device (get_device_capability)")
     assert got["unclear"][0] == "UNCLEAR" and got["unclear"][1].startswith("ValueError: boom at"), got["unclear"]
