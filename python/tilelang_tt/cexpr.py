@@ -53,9 +53,10 @@ def _lowest(e) -> int:
     import tvm
 
     analyzer = tvm.arith.Analyzer()
-    seen = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: seen.append(n) if isinstance(n, tirx.Var) else None)
-    for var in seen:
+    seen = {}
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: seen.setdefault(n.name, n)
+                                       if isinstance(n, tirx.Var) else None)
+    for var in seen.values():
         analyzer.bind(var, tvm.ir.Range.from_min_extent(0, 2 ** 31 - 1))
     return analyzer.const_int_bound(e).min_value
 
@@ -70,14 +71,16 @@ def _signed(e, names) -> str:
 
 def _signed_op(e, names) -> str | None:
     """A sign-reading operation with an operand that may be negative, in int32_t; None when none may be."""
-    pairs = [(cls, sym) for cls, sym in _CMP.items()] + [(tirx.Min, "min"), (tirx.Max, "max"),
-                                                         (tirx.FloorDiv, "/"), (tirx.FloorMod, "%")]
+    pairs = [*_CMP.items(), (tirx.Min, "min"), (tirx.Max, "max"), (tirx.FloorDiv, "/"), (tirx.FloorMod, "%"),
+             (tirx.Div, "trunc/"), (tirx.Mod, "trunc%")]
     kind = next((sym for cls, sym in pairs if isinstance(e, cls)), None)
     if kind is None or (nonneg(e.a) and nonneg(e.b)):
         return None
     a, b = _signed(e.a, names), _signed(e.b, names)
     if kind in ("min", "max"):
         return f"({a} {'<' if kind == 'min' else '>'} {b} ? {a} : {b})"
+    if kind.startswith("trunc"):     # TIR's Div / Mod truncate toward zero, as C++'s signed / and % do
+        return f"({a} {kind[-1]} {b})"
     if kind not in ("/", "%"):
         return f"({a} {kind} {b})"
     if not (isinstance(e.b, tirx.IntImm) and int(e.b.value) > 0):

@@ -241,7 +241,8 @@ def _render_dataflow(ctx: KernelContext, program, plan, role: str) -> str:
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, program, body),
-        body=print_body(body, ctx.cb_vars), helpers_header=Path(HELPERS_FILE).name, mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
+        body=print_body(body, ctx.cb_vars), helpers_header=Path(HELPERS_FILE).name,
+        mcast_groups=(program.multicast or {}).get("groups", []) if role == "reader" else [], mcast_args=MCAST_ARGS)
 
 
 def _render_compute(ctx: KernelContext, program, plan) -> str:
@@ -262,7 +263,8 @@ def _render(ctx: KernelContext, program, plan) -> dict[str, str]:
         "kernels/compute.cpp": _render_compute(ctx, program, plan),
         "kernels/writer.cpp": _render_dataflow(ctx, program, plan, "writer"),
         HELPERS_FILE: _ENV.get_template("dataflow_helpers.h.j2").render(
-            dataflow_header=DATAFLOW_HEADER, geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag}),
+            dataflow_header=DATAFLOW_HEADER,
+            geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag}),
         "tt.plan.json": plan_mod.dumps(plan),
         "tt.program.txt": dump(program),
         "tt.program.json": ttir_json.dumps(program),

@@ -256,7 +256,7 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
             continue
         if o["format"] == "Float32":
             if not precision["allow_tf32"]:
-                out.append(f"T.gemm multiplies {o['bits']} of the 24 significant bits of its float32 {operand} "
+                out.append(f"T.gemm multiplies {o['bits']} of the {o['of']} significant bits of its float32 {operand} "
                            f"(the FPU's SrcA/SrcB hold TF32): relative error up to 2^-{o['bits'] - 1} per product; "
                            f"allow_tf32=True (T.annotate_tt_compute) accepts it")
             continue

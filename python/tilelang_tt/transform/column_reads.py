@@ -35,8 +35,7 @@ class _Column:
 
     def __init__(self, buf: tirx.Buffer, lead: list, row0, rows: int, col):
         self.buf, self.lead, self.row0, self.rows, self.col = buf, lead, row0, rows, col
-        self.width = TILE
-        self.col0 = tirx.floordiv(col, TILE) * TILE
+        self.col0 = tirx.floordiv(col, TILE) * TILE     # the first column of its tile
 
     def same(self, other: "_Column") -> bool:
         return self.buf.same_as(other.buf) and self.rows == other.rows and all(
@@ -45,17 +44,17 @@ class _Column:
 
     def statements(self, dst: tirx.Buffer) -> tuple[tirx.Buffer, list]:
         """(the tile-column fragment, the copy, mask and row sum that leave the column in ``dst``)."""
-        cols = tirx.decl_buffer((self.rows, self.width), self.buf.dtype, f"{self.buf.name}_cols", scope=SCOPE_FRAGMENT)
+        cols = tirx.decl_buffer((self.rows, TILE), self.buf.dtype, f"{self.buf.name}_cols", scope=SCOPE_FRAGMENT)
         mins = [*self.lead, self.row0, self.col0]
-        extents = [1] * len(self.lead) + [self.rows, self.width]
+        extents = [1] * len(self.lead) + [self.rows, TILE]
         copy = tirx.Call("handle", TileOps.copy, [region_call(self.buf, mins, extents, 1),
-                                                   region_call(cols, [0, 0], [self.rows, self.width], 2)])
+                                                   region_call(cols, [0, 0], [self.rows, TILE], 2)])
         i, j = tirx.Var("i", "int32"), tirx.Var("j", "int32")
         zero = tirx.const(0, self.buf.dtype)
         keep = tirx.Select(j == self.col - self.col0, tirx.BufferLoad(cols, [i, j]), zero)
         mask = tirx.For(i, 0, self.rows, tirx.ForKind.PARALLEL, tirx.For(
-            j, 0, self.width, tirx.ForKind.PARALLEL, tirx.BufferStore(cols, keep, [i, j])))
-        total = tirx.Call("handle", TileOps.reduce, [region_call(cols, [0, 0], [self.rows, self.width], 1),
+            j, 0, TILE, tirx.ForKind.PARALLEL, tirx.BufferStore(cols, keep, [i, j])))
+        total = tirx.Call("handle", TileOps.reduce, [region_call(cols, [0, 0], [self.rows, TILE], 1),
                                                       region_call(dst, [0], [self.rows], 2), tirx.StringImm("sum"),
                                                       tirx.IntImm("int32", 1), tirx.IntImm("bool", 1)])
         return cols, [tirx.Evaluate(copy), mask, tirx.Evaluate(total)]

@@ -263,7 +263,7 @@ struct Task {
     bool done = false;
     std::string blocked_on;              // description of the blocking call, empty when runnable
     uint32_t blocked_line = 0;
-    uint32_t cur_line = 0;
+    uint32_t cur_line = 0;               // the kernel source's line of its last API call (call_site, sanitizer.cpp)
     ComputeState compute;
 };
 
