@@ -31,7 +31,7 @@ NAME = PKG.name
 # runner; imports run the other way: whoever uses a thing imports it, and nothing imports its user.
 LAYERS = [
     ("core: hardware table, IR records, names, errors", [
-        "errors", "attrs", "intrinsics", "hardware", "device", "formats", "cexpr", "artifact", "names", "schedule",
+        "errors", "attrs", "records", "intrinsics", "hardware", "device", "formats", "cexpr", "artifact", "names", "schedule",
         "target", "compute_config", "ttir", "ttir_json", "blockfloat", "plan", "mesh_plan", "summary", "_tilelang_hooks",
         "version", "progress", "dims"]),
     ("passes: TIR passes, TT program passes, verifier", ["transform", "transform.*"]),

@@ -18,7 +18,7 @@ import tvm_ffi
 from tvm import IRModule, tirx
 from tvm.target import Target
 
-from . import attrs, compute_config, coverage, plan as plan_mod, ttir_json
+from . import attrs, compute_config, coverage, plan as plan_mod, records, ttir_json
 from .artifact import comment_text, write_artifact
 from .device import FACE, TILE
 from .errors import TTLoweringError
@@ -124,7 +124,6 @@ def _kernel_specs(ctx: KernelContext, program) -> dict:
 
 
 def _buffers(ctx: KernelContext, program) -> list:
-    shards, padding = ctx.func.attrs[attrs.SHARDS], ctx.func.attrs[attrs.PADDING]
     writes = _written_tensors(ctx, program)
     guarded = _guarded_writes(ctx, program)
     reads = [i for i in {*_kernel_tensors(ctx, program, "reader"), *_kernel_tensors(ctx, program, "writer")}
@@ -132,26 +131,26 @@ def _buffers(ctx: KernelContext, program) -> list:
     out = []
     for i, buf in ctx.tensors:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
-        logical = ctx.dims(padding[buf.name]["logical"])
+        pad, stored = records.padding(ctx.func, buf.name), records.shard(ctx.func, buf.name)
+        logical = ctx.dims(pad.logical)
         num_pages = _mul(_tiles(shape[-2]), _tiles(shape[-1]))
         io = "inout" if i in writes and (i in reads or i in guarded) else "input" if i in reads \
             else "output" if i in writes else "unused"
-        annotated = shards[buf.name].get("format")
-        fmt = tensor_format(buf.dtype, str(annotated) if annotated else None, "input" if io == "unused" else io,
+        fmt = tensor_format(buf.dtype, stored.format, "input" if io == "unused" else io,
                             f"tensor {buf.name}", ctx.src)
-        shard = {str(k): (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
-                 for k, v in shards[buf.name].items()}
+        shard = {k: (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
+                 for k, v in stored.as_dict().items()}
         out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(logical), "view": list(shape),
-                    "padded_shape": [_dim(x) for x in padding[buf.name]["padded"]], "dtype": str(buf.dtype),
+                    "padded_shape": [_dim(x) for x in pad.padded], "dtype": str(buf.dtype),
                     "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
                     "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
                     "io": io, "shard": shard})
-        if "row_pad" in padding[buf.name]:
-            out[-1]["row_pad"] = _plain(padding[buf.name]["row_pad"])
-        if "col_pad" in padding[buf.name]:
-            out[-1]["col_pad"] = _plain(padding[buf.name]["col_pad"])
+        if pad.row_pad is not None:
+            out[-1]["row_pad"] = pad.row_pad
+        if pad.col_pad is not None:
+            out[-1]["col_pad"] = pad.col_pad
         if buf.name in ctx.func.attrs.get(attrs.HOST_UNPACK, {}):   # packed weights: the host unpacks them
-            out[-1]["host_unpack"] = _plain(ctx.func.attrs[attrs.HOST_UNPACK][buf.name])
+            out[-1]["host_unpack"] = records.plain(ctx.func.attrs[attrs.HOST_UNPACK][buf.name])
     return out
 
 
@@ -174,8 +173,8 @@ def _plan_cbs(program) -> list:
 
 
 def _plan(ctx: KernelContext, program) -> dict:
-    schedule = ctx.func.attrs[attrs.SCHEDULE]
-    sched = _plain({str(k): v for k, v in schedule.items() if str(k) != "mapping"})
+    schedule = records.schedule(ctx.func)
+    sched = {k: v for k, v in schedule.as_dict().items() if k != "mapping"}
     dev = ctx.dev
     plan = {
         "schema_version": plan_mod.SCHEMA_VERSION, "kernel": ctx.name, "source": comment_text(ctx.src),
@@ -183,8 +182,8 @@ def _plan(ctx: KernelContext, program) -> dict:
                    "dram_banks": dev.dram_banks, "num_cbs": dev.num_cbs, "dst_tiles": program.dst_capacity,
                    "max_cores": ctx.options.max_cores},
         "grid": ctx.grid, "policy": sched["policy"], "order": sched["order"], "schedule": sched,
-        "core_ranges": _plain(ctx.func.attrs[attrs.CORE_RANGES]), "runtime_args": ctx.rt_names,
-        "shape_args": [v.name for v in ctx.shape_vars], "mapping": _plain(schedule["mapping"]),
+        "core_ranges": records.plain(ctx.func.attrs[attrs.CORE_RANGES]), "runtime_args": ctx.rt_names,
+        "shape_args": [v.name for v in ctx.shape_vars], "mapping": schedule.mapping,
         "scalar_args": [{"name": v.name, "param_index": i, "dtype": d} for i, v, d in ctx.scalars],
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(program), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
@@ -195,16 +194,15 @@ def _plan(ctx: KernelContext, program) -> dict:
     for buf in plan["buffers"]:
         if buf["name"] in partial:
             buf["io"] = "inout"
-    if attrs.SDPA in ctx.func.attrs:
-        plan["sdpa"] = _plain(ctx.func.attrs[attrs.SDPA])
-    if attrs.SUPER_BLOCK in ctx.func.attrs:
-        plan["super_block"] = _plain(ctx.func.attrs[attrs.SUPER_BLOCK])
+    for key, record in (("sdpa", records.sdpa(ctx.func)), ("super_block", records.super_block(ctx.func))):
+        if record is not None:
+            plan[key] = record.as_dict()
     if attrs.ROW_STREAM in ctx.func.attrs:
-        plan["row_stream"] = _plain(ctx.func.attrs[attrs.ROW_STREAM])
+        plan["row_stream"] = records.plain(ctx.func.attrs[attrs.ROW_STREAM])
     if program.multicast:
         plan["multicast"] = program.multicast
     if attrs.MESH in ctx.func.attrs:     # MeshSplitTT: the host's buffers are global, each sharded or replicated
-        mesh = _plain(ctx.func.attrs[attrs.MESH])
+        mesh = records.plain(ctx.func.attrs[attrs.MESH])
         plan["mesh"] = mesh_entry(mesh)
         plan["buffers"] = globalize_buffers(plan["buffers"], mesh, ctx.src)
     plan_mod.check_invariants(plan)     # the schema: at every trust boundary and in the tests (plan.py)
@@ -290,23 +288,6 @@ def _with_layout(kernel: dict, layout: list) -> dict:
     k = dict(kernel)
     k["runtime_args"] = {"layout": layout}
     return k
-
-
-def _plain(value):
-    """tvm containers -> plain JSON values."""
-    if isinstance(value, (str, bool)):
-        return value
-    if isinstance(value, (int,)):
-        return int(value)
-    if isinstance(value, float):
-        return value
-    if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "__iter__"):
-        return [_plain(v) for v in value]
-    if hasattr(value, "value"):
-        return _plain(value.value)
-    return value
 
 
 # Artifacts produced by the device codegen, keyed by the hash of the kernel source TileLang stores, until the

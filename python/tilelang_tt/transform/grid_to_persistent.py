@@ -11,9 +11,9 @@ Out: the same function with new int32 parameters (the per-core runtime args of t
              bx = ...
              <tilelang_root block, unchanged>
 
-Attributes written: ``tt.grid`` = [grid_y, grid_x]; ``tt.schedule`` = {policy, order, rect?, stride?,
-     chunk knobs, num_cores, mapping (per core), common args}; ``tt.runtime_args`` = the new parameters'
-     names, in order. The contiguous split keeps the granule ``tt.sdpa`` asks for (SDPAFusionTT's pairs).
+Attributes written: ``tt.grid`` = [grid_y, grid_x]; ``tt.schedule`` = a ``records.Schedule`` (policy, order,
+     rect?, stride?, chunk knobs, num_cores, mapping (per core), common args); ``tt.runtime_args`` = the new parameters'
+     names, in order. The contiguous split keeps the granule ``tt.sdpa`` (``records.Sdpa``) asks for (SDPAFusionTT's pairs).
      A 3-D grid ``T.Kernel(nx, ny, nz)`` is scheduled as the 2-D grid ``(ny * nz, nx)``: the schedule's row
      ``row`` binds ``bz = row // ny`` and ``by = row % ny``.
 Errors (TTLoweringError / TTScheduleError / TTUnsupportedError): no blockIdx grid;
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..errors import TTLoweringError, TTScheduleError, TTUnsupportedError
 from ..schedule import ScheduleSpec, build_schedule, make_schedule_spec
 from ..target import TTOptions
@@ -211,7 +211,8 @@ def _make_schedule(func, spec: ScheduleSpec, grid_y, grid_x, dynamic: bool, opti
                                   construct="T.annotate_tt_schedule(policy=...)", source=src,
                                   fix='use policy="contiguous" (split at launch) or static shapes')
         return _DynamicSchedule(spec, options.core_limit(), dev.grid_x)
-    granule = int(func.attrs[attrs.SDPA]["granule"]) if func.attrs and attrs.SDPA in func.attrs else 1
+    sdpa = records.sdpa(func)
+    granule = sdpa.granule if sdpa is not None else 1
     return build_schedule(spec, grid_y, grid_x, dev.grid_y, dev.grid_x, options.core_limit(), src, granule)
 
 
@@ -274,11 +275,10 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
 
     new_params = list(func.params) + [arg_vars[name] for name in sched.runtime_arg_names]
     out = tirx.PrimFunc(new_params, loop, func.ret_type, func.buffer_map, func.attrs, func.span)
-    schedule_attr = {**spec.as_dict(), "num_cores": len(sched.cores), "common_args": dict(sched.common_args),
-                     "mapping": sched.mapping_json(), "dynamic": dynamic}
-    return attrs.put(out, {attrs.GRID: [grid_y, grid_x], attrs.SCHEDULE: schedule_attr,
-                           attrs.RUNTIME_ARGS: list(sched.runtime_arg_names),
-                           attrs.SHAPE_ARGS: [v.name for v in symbolic]})
+    record = records.Schedule(**spec.as_dict(), num_cores=len(sched.cores), common_args=dict(sched.common_args),
+                              mapping=sched.mapping_json(), dynamic=dynamic)
+    return records.put_schedule(out, record, [grid_y, grid_x], list(sched.runtime_arg_names),
+                                [v.name for v in symbolic])
 
 
 class _DynamicSchedule:

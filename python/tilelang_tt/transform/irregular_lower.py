@@ -16,7 +16,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..device import INDEX_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
@@ -146,8 +146,8 @@ class IrregularLower:
         A column block must stay within one tap: its width divides C and is a multiple of 32."""
         what, note = describe(stmt), tilelang_text(stmt)
         img, col = decode_region(c.args[0], self.src).buffer, decode_region(c.args[1], self.src).buffer
-        pad_info = self.func.attrs[attrs.PADDING].get(img.name) if attrs.PADDING in self.func.attrs else None
-        logical = list(pad_info["logical"]) if pad_info is not None else list(img.shape)
+        pad_info = records.padding(self.func, img.name)
+        logical = list(pad_info.logical) if pad_info is not None else list(img.shape)
         if len(logical) != 4 or not all(isinstance(d, (int, tirx.IntImm)) for d in logical):
             raise TTUnsupportedError(f"T.im2col of {img.name} with shape {logical}", construct=what, source=self.src,
                                      fix="T.im2col reads an NHWC tensor of static shape [N, H, W, C]")

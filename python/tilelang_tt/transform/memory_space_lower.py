@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..device import FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS, TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format, tile_format
@@ -145,8 +145,8 @@ class _Lowerer(ParallelLower, IrregularLower):
         """A CB the reader fills from / the writer drains to a tensor stored in a block-float format (int8
         weights, T.TTShard(format=...)) has that format: the unpacker expands it to BF16, the packer rounds into it.
         An int8 tensor stored as Int8 gives its CB the UInt8 format of its pages."""
-        shards = self.func.attrs.get(attrs.SHARDS, {})
-        annotated = shards[tensor.name].get("format") if tensor.name in shards else None
+        shard = records.shard(self.func, tensor.name)
+        annotated = shard.format if shard is not None else None
         fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
         if str(tensor.dtype) in INDEX_FORMATS and not (io == "output" and str(tensor.dtype) in INT_OUTPUT_FORMATS):
             raise TTUnsupportedError(
@@ -162,10 +162,10 @@ class _Lowerer(ParallelLower, IrregularLower):
                                      construct=what, source=self.src,
                                      fix="move whole 32x32 tiles of block-float tensors (the shared exponents cover "
                                          "16-element face rows)")
-        pad = self.func.attrs[attrs.PADDING].get(tensor.name) if attrs.PADDING in self.func.attrs else None
-        if pad is not None and ("row_pad" in pad or [str(d) for d in pad["view"]] != [str(d) for d in pad["padded"]]):
+        pad = records.padding(self.func, tensor.name)
+        if pad is not None and not pad.is_whole_tiles:
             raise TTUnsupportedError(
-                f"{tensor.name} of shape {[str(d) for d in pad['logical']]} is stored as {fmt.name} but is not whole "
+                f"{tensor.name} of shape {[str(d) for d in pad.logical]} is stored as {fmt.name} but is not whole "
                 "32x32 tiles", construct=f"tensor {tensor.name}", source=self.src,
                 fix="give block-float (and int8) tensors dimensions that are multiples of 32, or store them as bfloat16")
         self._record_cb_format(cb_name, fmt.name, what)
@@ -176,8 +176,8 @@ class _Lowerer(ParallelLower, IrregularLower):
         happens on the compute path (unpack to DST, pack in the other format) through a staging CB. Block-float
         and int8-as-UInt8 storage keep their own path (the unpacker expands them); integer <-> float copies are
         refused (a T.Parallel cast says which conversion is meant)."""
-        shards = self.func.attrs.get(attrs.SHARDS, {})
-        annotated = shards[tensor.name].get("format") if tensor.name in shards else None
+        shard = records.shard(self.func, tensor.name)
+        annotated = shard.format if shard is not None else None
         if annotated or str(tensor.dtype) == str(buf.dtype):
             return False
         fmt = tensor_format(tensor.dtype, None, io, f"tensor {tensor.name}", self.src)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..errors import TTScheduleError
 from ..ttir import Call, For, Let, Lit, Program
 
@@ -65,10 +65,10 @@ def _depends(expr, lets: list, targets: list) -> set:
     return out
 
 
-def _lattice(schedule) -> tuple[int, int] | None:
-    if str(schedule.get("policy", "")) != "rect" or not bool(schedule.get("multicast", False)):
+def _lattice(schedule: records.Schedule) -> tuple[int, int] | None:
+    if schedule.policy != "rect" or not schedule.multicast:
         return None
-    cores = [tuple(int(c) for c in m["core"]) for m in schedule["mapping"]]
+    cores = schedule.cores
     return max(y for y, _ in cores) + 1, max(x for _, x in cores) + 1
 
 
@@ -85,7 +85,7 @@ def _route(axis: str, core, rows: int, cols: int) -> dict:
 
 
 def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
-    schedule = func.attrs[attrs.SCHEDULE]
+    schedule = records.schedule(func)
     lattice = _lattice(schedule)
     if lattice is None:
         return program
@@ -119,15 +119,16 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
                 if group is None:
                     group = {"name": names.fresh(f"mcast_{cb}"), "operand": "in0" if axis == "row" else "in1",
                              "cb": cb, "tensor": tensor, "axis": axis,
-                             "cores": [_route(axis, m["core"], rows, cols) for m in schedule["mapping"]]}
+                             "cores": [_route(axis, core, rows, cols) for core in schedule.cores]}
                     groups.append(group)
                 node.op = "read_tiles_mcast"
                 node.args = tuple(node.args) + (Lit(group["name"]),)
 
     visit(reader.body, [], False)
     if not groups:
-        automatic = attrs.SUPER_BLOCK in func.attrs and str(func.attrs[attrs.SUPER_BLOCK]["multicast"]) == "automatic"
-        if schedule.get("multicast") is not None and bool(schedule["multicast"]) and not automatic:
+        fused = records.super_block(func)
+        automatic = fused is not None and fused.multicast == "automatic"
+        if schedule.multicast and not automatic:
             raise TTScheduleError("multicast=True, but no block the reader reads is the same for a whole core row or "
                                   f"column of the {rows}x{cols} core lattice",
                                   construct="T.annotate_tt_schedule(multicast=True)", source=program.source,

@@ -160,10 +160,10 @@ class ParallelLower:
 
     def logical_count(self, gather) -> int:
         """How many elements the index tensor holds along the gathered axis (positions past it read no row)."""
-        from .. import attrs
+        from .. import records
 
-        pad = self.func.attrs[attrs.PADDING].get(gather.index.name) if attrs.PADDING in self.func.attrs else None
-        view = [int(d) for d in (pad["view"] if pad is not None else gather.index.shape)]
+        pad = records.padding(self.func, gather.index.name)
+        view = [int(d) for d in (pad.view if pad is not None else gather.index.shape)]
         return view[0] if gather.step[0] else view[1]
 
     def lower_parallel(self, loop: tirx.For):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..errors import TTError, TTResourceError
 from .common import (TILE, TileOps, decode_region, is_global, prim_func_pass, region_call, rewrap, static_shape,
                      strip_attrs, tile_op_call)
@@ -306,7 +306,7 @@ class _Stream:
 
 
 def row_stream(func: tirx.PrimFunc, l1_bytes: int, lower=None) -> tirx.PrimFunc:
-    if lower is None or (func.attrs is not None and (attrs.SDPA in func.attrs or attrs.SUPER_BLOCK in func.attrs)):
+    if lower is None or records.sdpa(func) is not None or records.super_block(func) is not None:
         return func
     realize = _root(func)
     if realize is None:

@@ -45,7 +45,7 @@ import math
 import tvm
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..device import TILE
 from ..errors import TTAnnotationError, TTError
 from .common import (TileOps, decode_region, is_call_to, is_global, op, renew_vars, source_of, static_grid,
@@ -571,7 +571,7 @@ def _fuse(func, options, grid, block, match, chunk_rows: int, chosen_by: str, gr
     if heads > 1:
         func = func.with_body(with_grid_extent(func.body, head_tag, grid[head_tag][1] // heads))
     logger.info("SDPAFusionTT: %s", info)
-    return attrs.put(func, {attrs.SDPA: info})
+    return records.put_sdpa(func, records.Sdpa(**info))
 
 
 def _has_mask(match: _Match) -> bool:

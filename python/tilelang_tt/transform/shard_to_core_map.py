@@ -5,8 +5,8 @@ In:  a PrimFunc after GridToPersistentTT (``tt.schedule`` holds the per-core map
 Out: the same body; attributes written:
      ``tt.core_ranges`` = the cores the schedule uses, as inclusive rectangles ``[[y0, x0], [y1, x1]]``
      (a CoreRangeSet: full rows of the device grid, then the partial last row);
-     ``tt.shards`` = ``{tensor name: {axis, tiles, placement, order, faces, layout}}`` for every tensor
-     parameter (default: interleaved DRAM, 32x32 tiles, row-major tiles, 16x16 faces).
+     ``tt.shards`` = ``{tensor name: records.Shard}`` (axis, tiles, placement, order, faces, layout, format?)
+     for every tensor parameter (default: interleaved DRAM, 32x32 tiles, row-major tiles, 16x16 faces).
 Errors (TTAnnotationError): a sharding key that is not a tensor parameter of the kernel; an axis beyond the
      tensor's rank; placements that disagree for one tensor; an L1-placed tensor larger than half the L1 of
      the cores the schedule uses (inconsistent with the schedule); a "col_major" tile order (readers emit
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..errors import TTAnnotationError, TTUnsupportedError
 from .common import prim_func_pass, source_of
 
@@ -87,11 +87,12 @@ def _check_fits_l1(func, buf, l1_bytes: int, src) -> None:
                                     fix='use placement="DRAM"')
         n *= int(d)
     nbytes = n * data_format(buf.dtype, f"tensor {buf.name}", src).datum_bits // 8
-    budget = int(func.attrs[attrs.SCHEDULE]["num_cores"]) * l1_bytes // 2
+    num_cores = records.schedule(func).num_cores
+    budget = num_cores * l1_bytes // 2
     if nbytes > budget:
         raise TTAnnotationError(
             f"{buf.name} ({nbytes} bytes) placed in L1 does not fit half the L1 of the "
-            f"{int(func.attrs[attrs.SCHEDULE]['num_cores'])} cores the schedule uses ({budget} bytes)",
+            f"{num_cores} cores the schedule uses ({budget} bytes)",
             construct=f"T.TTShard(placement='L1') for {buf.name}", source=src,
             fix='place it in DRAM (placement="DRAM") or use more cores')
 
@@ -100,7 +101,7 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> t
     """``func`` with the core ranges its schedule uses and every tensor's shard metadata (module docstring)."""
     src = source_of(func)
     tensors = {func.buffer_map[p].data: func.buffer_map[p] for p in func.params if p in func.buffer_map}
-    shards = {buf.name: dict(DEFAULT_SHARD) for buf in tensors.values()}
+    shards = {buf.name: records.Shard(**DEFAULT_SHARD) for buf in tensors.values()}
     seen: dict[str, str] = {}
     for table in _sharding_annotations(func.body):
         for data_var, shard in table.items():
@@ -113,15 +114,14 @@ def shard_to_core_map(func: tirx.PrimFunc, device_cols: int, l1_bytes: int) -> t
             seen[buf.name] = entry["placement"]
             if entry["placement"] == "L1":
                 _check_fits_l1(func, buf, l1_bytes, src)
-            shards[buf.name] = {**entry, "layout": "interleaved"}
+            shards[buf.name] = records.Shard(**entry, layout="interleaved")
 
-    schedule = func.attrs[attrs.SCHEDULE]
-    if bool(schedule.get("dynamic", False)):   # split at launch over every usable core
-        n = int(schedule["num_cores"])
-        cores = [[i // device_cols, i % device_cols] for i in range(n)]
+    sched = records.schedule(func)
+    if sched.dynamic:   # split at launch over every usable core
+        cores = [[i // device_cols, i % device_cols] for i in range(sched.num_cores)]
     else:
-        cores = [[int(c) for c in m["core"]] for m in schedule["mapping"]]
-    return attrs.put(func, {attrs.CORE_RANGES: core_ranges(cores, device_cols), attrs.SHARDS: shards})
+        cores = [list(c) for c in sched.cores]
+    return records.put_shards(func, shards, core_ranges(cores, device_cols))
 
 
 def TTShardToCoreMap(device_cols: int, l1_bytes: int):

@@ -65,7 +65,7 @@ import math
 import tvm
 from tvm import tirx
 
-from .. import attrs, compute_config
+from .. import attrs, compute_config, records
 from ..errors import TTError
 from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf, matmul_block_unpack_tiles
 from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
@@ -469,7 +469,7 @@ def _candidates(func, gemm, options: TTOptions, grid, rect) -> list:
 def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.PrimFunc:
     from .grid_to_persistent import _find_schedule_annotation
 
-    nest = None if func.attrs is not None and attrs.SDPA in func.attrs else _grid_nest(func)
+    nest = None if records.sdpa(func) is not None else _grid_nest(func)
     if nest is None:
         return func
     loops, grid, pre, realize = nest
@@ -520,10 +520,9 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
     out, h, w, f = chosen
     if source == "automatic" and not _lattice_pays(func, gemm, options, (gy, gx), padded, (H, W), (h, w), usable):
         return func
-    record = {"factor": [h, w], "k_steps": f, "block": [gemm.bm, gemm.bn], "grid": [gy, gx], "multicast": source}
-    if padded != (gy, gx):
-        record["padded_grid"] = [GY, GX]
-    return attrs.put(out, {attrs.SUPER_BLOCK: record})
+    record = records.SuperBlock(factor=[h, w], k_steps=f, block=[gemm.bm, gemm.bn], grid=[gy, gx], multicast=source,
+                                padded_grid=[GY, GX] if padded != (gy, gx) else None)
+    return records.put_super_block(out, record)
 
 
 def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:

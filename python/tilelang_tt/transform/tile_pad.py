@@ -24,8 +24,8 @@ Out: every buffer is 2-D, and every access to it (``T.copy`` / ``T.reduce`` regi
        block_K divides group), stores each row as row 0 of its own tiles (``row_pad`` rows 1 -> 32): TT
        broadcasts a tile's first row. Columns likewise (``Scale[n, k * block_K // group]``: ``col_pad``, each
        column at column 0 of its own tiles; the view is ``[N, G * 32]``).
-Attribute written: ``tt.padding`` = ``{tensor: {"logical": shape, "view": [rows, cols], "padded": [rows, cols]
-     rounded up to whole tiles, "row_pad"?: {outer, rows, padded_rows}, "col_pad"?: {cols, padded_cols}}}``. Host tensors keep their row-major
+Attribute written: ``tt.padding`` = ``{tensor: records.Padding}``: logical shape, view [rows, cols], padded
+     [rows, cols] rounded up to whole tiles, row_pad? {outer, rows, padded_rows}, col_pad? {cols, padded_cols}. Host tensors keep their row-major
      logical shape; the runtime reshapes them
      to the view and tilizes into the padded grid. Readers zero-fill what lies outside the tensor; writers
      store only the logical elements.
@@ -42,7 +42,7 @@ import tvm
 from tvm import tirx
 from tvm.ir import Op
 
-from .. import attrs
+from .. import records
 from ..errors import TTShapeError, TTUnsupportedError
 from .common import (TILE, TileOps, decode_region, describe, is_global, prim_func_pass, source_of,
                      tile_op_call, transform, uses_var)
@@ -426,11 +426,8 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
             continue
         buf = func.buffer_map[p]
         view = _dims(buf)
-        padding[buf.name] = {"logical": logical[buf.name], "view": list(view), "padded": list(_padded(view))}
-        if buf.name in views.row_pads:
-            padding[buf.name]["row_pad"] = views.row_pads[buf.name]
-        if buf.name in views.col_pads:
-            padding[buf.name]["col_pad"] = views.col_pads[buf.name]
+        padding[buf.name] = records.Padding(logical=logical[buf.name], view=list(view), padded=list(_padded(view)),
+                                            row_pad=views.row_pads.get(buf.name), col_pad=views.col_pads.get(buf.name))
 
     allocs = []
     tirx.stmt_functor.post_order_visit(func.body, lambda n: allocs.extend(n.alloc_buffers)
@@ -443,7 +440,7 @@ def tile_pad(func: tirx.PrimFunc) -> tirx.PrimFunc:
                             f"tile buffer {buf.name} has shape {list(_dims(buf))}: an extent above 32 that is not a "
                             "multiple of 32 makes blocks straddle 32x32 tiles", construct=f"buffer {buf.name}",
                             source=src, fix=f"use {lo} or {hi} (or an extent that divides 32)")
-    return attrs.put(func, {attrs.PADDING: padding})
+    return records.put_padding(func, padding)
 
 
 def TilePadTT():

@@ -1,0 +1,50 @@
+"""The typed records the TIR passes hand on (records.py): what a pass wrote is what later passes, the codegen and
+the plan read, field by field; a record refuses fields it does not have and needs the ones it has."""
+
+import pytest
+
+from examples import kernels as K
+from tilelang_tt import records
+from tilelang_tt.codegen import generate
+
+from .helpers import lower
+
+
+def test_schedule_and_super_block_read_back_as_the_plan_prints_them():
+    lowered, opts = lower(K.tilelang_example_gemm(512, 512, 512))
+    plan = generate(lowered, opts).plan
+    sched = records.schedule(lowered)
+    assert sched.policy == plan["policy"] == "rect" and sched.multicast is True
+    assert sched.num_cores == len(plan["mapping"]) == len(sched.cores)
+    assert [list(c) for c in sched.cores] == [m["core"] for m in plan["mapping"]]
+    fused = records.super_block(lowered)
+    assert fused.as_dict() == plan["super_block"]
+    assert fused.multicast in ("annotation", "target", "automatic")
+    assert records.sdpa(lowered) is None and "sdpa" not in plan
+
+
+def test_padding_and_shards_of_a_tensor_that_is_not_whole_tiles():
+    lowered, opts = lower(K.elementwise_add(M=48, N=80, block_M=32, block_N=32))
+    pad = records.padding(lowered, "A")
+    assert pad.logical == [48, 80] and pad.view == [48, 80] and pad.padded == [64, 96]
+    assert not pad.is_whole_tiles and pad.row_pad is None
+    assert records.padding(lowered, "no_such_tensor") is None
+    shard = records.shard(lowered, "A")
+    assert (shard.placement, shard.layout, shard.format) == ("DRAM", "interleaved", None)
+    buf = next(b for b in generate(lowered, opts).plan["buffers"] if b["name"] == "A")
+    assert buf["padded_shape"] == pad.padded and buf["shard"]["placement"] == shard.placement
+
+
+def test_sdpa_record_carries_the_attention_split():
+    lowered, _ = lower(K.flash_attention(seq_q=256, seq_kv=256))
+    rec = records.sdpa(lowered)
+    assert rec.head_dim_tiles == 2 and rec.mask == "none" and rec.causal is False
+    assert records.schedule(lowered).num_cores >= 1
+
+
+def test_a_record_refuses_unknown_and_missing_fields():
+    with pytest.raises(TypeError, match=r"SuperBlock has no field\(s\) \['factors'\]"):
+        records.SuperBlock(factors=[1, 1], k_steps=1, block=[64, 64], grid=[4, 4], multicast="target")
+    with pytest.raises(TypeError, match=r"Padding needs \['padded'\]"):
+        records.Padding(logical=[32, 32], view=[32, 32])
+    assert records.Padding(logical=[32, 32], view=[32, 32], padded=[32, 32]).is_whole_tiles
