@@ -27,7 +27,7 @@ from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
 from .kernel_context import KernelContext, dim as _dim
 from .mesh_plan import globalize_buffers, mesh_entry
 from .pipeline import build_program
-from .printer import call_text, headers, print_body, uses_runtime_scalars
+from .printer import call_text, half_widenings, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.prune_program import kernel_reads
@@ -251,7 +251,8 @@ def _render_compute(ctx: KernelContext, program, plan) -> str:
         kernel=_layout_used(plan["kernels"]["compute"], kernel_reads(k.body)),
         headers=sorted(set(COMPUTE_BASE_HEADERS) | headers(k.body) | headers([k.startup])),
         cbs=_cb_decls(ctx, program, k.body + [k.startup]), body=print_body(k.body, ctx.cb_vars), startup=startup,
-        dst_capacity=program.dst_capacity, float_bits=uses_runtime_scalars(k.body))
+        dst_capacity=program.dst_capacity, float_bits=uses_runtime_scalars(k.body),
+        half_widenings=half_widenings(k.body))
 
 
 def _render(ctx: KernelContext, program, plan) -> dict[str, str]:

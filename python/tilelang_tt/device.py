@@ -116,8 +116,10 @@ INT_OUTPUT_FORMATS: dict[str, str] = {"int32": "Int32"}
 # tensor (values outside int32 are refused at the call): the kernels see the same 32-bit words.
 INDEX_FORMATS: dict[str, str] = {"int32": "Int32", "bool": "Int32", "int64": "Int32"}
 # TileLang dtype -> the format of a tensor element used as a scalar in compute (``x * Slopes[by]``): the reader reads
-# its 32-bit word into a one-page CB of this format (read_index), compute reads it from L1 (read_tile_value)
-SCALAR_ELEMENT_FORMATS: dict[str, str] = {"float32": "Float32", "int32": "Int32"}
+# the aligned part of its tile page holding it into a one-page CB of the tensor's format (read_index for 32-bit
+# elements, read_half for 16-bit ones), compute reads it from L1 (read_tile_value; a 16-bit one widened to fp32 bits)
+SCALAR_ELEMENT_FORMATS: dict[str, str] = {"float32": "Float32", "int32": "Int32", "bfloat16": "Float16_b",
+                                          "float16": "Float16"}
 
 # TileLang dtype -> the format of a tensor of that dtype that the kernel only reads (weights). TT has no integer
 # matmul path for bf16 math; an int8 tensor is stored as Bfp8_b, which holds every integer in [-127, 127] exactly

@@ -326,11 +326,17 @@ def unpack_host(value, spec: dict) -> np.ndarray:
 
 
 def _scalar_bits(value, dtype: str) -> int:
-    """A scalar kernel argument as the uint32 the kernels receive (float32: its bit pattern)."""
+    """A scalar kernel argument as the uint32 the kernels receive (a float: the bit pattern of its float32 value,
+    a float16 / bfloat16 one first rounded to its dtype, as the kernel's parameter holds it)."""
     import struct
 
-    if dtype == "float32":
-        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+    if dtype == "float16":
+        value = float(np.float16(value))
+    if dtype in ("float32", "float16", "bfloat16"):
+        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        if dtype == "bfloat16":     # round to nearest even at 8 significant bits
+            bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16 & 0xFFFFFFFF
+        return bits
     return int(value) & 0xFFFFFFFF
 
 

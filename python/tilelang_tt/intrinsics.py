@@ -80,6 +80,9 @@ class TTOps:
     # tile_value(cb, offset): compute's load of the 32-bit word ``offset`` of the waited page of ``cb``
     # (api/compute/cb_api.h read_tile_value: the UNPACK thread reads it and hands it to MATH and PACK)
     tile_value = _register("tile_value", 2)
+    # half_value(cb, word, shift, is_float16): a bfloat16 / float16 element as fp32 bits: bits [shift, shift + 16) of
+    # the 32-bit word ``word`` of the waited page of ``cb`` (read_tile_value), widened (bfloat16_bits / float16_bits)
+    half_value = _register("half_value", 4)
     # gather_rows(cb, tensor_index, index_tensor_index, pos_row, pos_col, step_row, step_col, rows, col_tile, cols,
     # count, index_cb, scratch_cb): row i of the block (rows x cols tiles from tile column col_tile) is the tensor row named by
     # element (pos_row + i * step_row, pos_col + i * step_col) of the int32 index tensor; positions at or past
@@ -205,6 +208,9 @@ CALLS: dict[str, CallSpec] = {
     # Indices from tensors: the 16-element face row holding element ({2}, {3}) of an int32 tensor, read into the
     # reserved page of the index CB {0}; after the read barrier, TTOps.index_value reads the element from L1.
     "read_index": CallSpec("read_index({0}, {1}, {1}_grid, {2}, {3})", "noc"),
+    # A 16-bit element ({2}, {3}) used as a scalar: the 64-byte aligned part of its tile page holding it (two face
+    # rows) into the reserved page of CB {0}; compute reads it with TTOps.half_value.
+    "read_half": CallSpec("read_half({0}, {1}, {1}_grid, {2}, {3})", "noc"),
     # Row gathers: row {1} of the block at the back of CB {0} is row {3} (tile columns [{4}, {4} + {5})) of tensor
     # {2}, each face-row segment read as its 64-byte aligned chunk into the reserved page of the scratch CB {6} (the
     # tensor's format) and moved within L1; {7} = 0 zero-fills the row instead (a position past the index tensor).

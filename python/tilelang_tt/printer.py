@@ -45,7 +45,23 @@ def value_text(value, cb_vars: dict) -> str:
         return f"index_value({cb_vars[str(value.args[0].value)]}, {cexpr(value.args[1])})"
     if isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) == "tilelang_tt.tile_value":
         return f"read_tile_value({cb_vars[str(value.args[0].value)]}, 0, {cexpr(value.args[1])})"
+    if is_half_value(value):
+        cb, word, shift, fp16 = value.args
+        widen = "float16_bits" if int(fp16) else "bfloat16_bits"
+        return f"{widen}(read_tile_value({cb_vars[str(cb.value)]}, 0, {cexpr(word)}), {cexpr(shift)})"
     return cexpr(value)
+
+
+def is_half_value(value) -> bool:
+    return isinstance(value, tirx.Call) and str(getattr(value.op, "name", "")) == "tilelang_tt.half_value"
+
+
+def half_widenings(body: list) -> set[str]:
+    """The helpers (``bfloat16_bits``, ``float16_bits``) the kernel's 16-bit scalar elements need."""
+    from .ttir import Let, walk
+
+    return {"float16_bits" if int(n.value.args[3]) else "bfloat16_bits"
+            for n, _ in walk(body) if isinstance(n, Let) and is_half_value(n.value)}
 
 
 def call_text(c: Call, cb_vars: dict) -> str:

@@ -97,7 +97,7 @@ def prepare_scalars(plan: dict, scalars: dict[str, str]) -> dict[int, float | in
             raise RunInputError(f"no value for the scalar parameter {a['name']} ({a['dtype']})",
                                 construct="tilelang-tt run", fix=f"pass --scalar {a['name']}=VALUE")
         try:
-            out[a["param_index"]] = (float if a["dtype"].startswith("float") else int)(scalars[a["name"]])
+            out[a["param_index"]] = (float if "float" in a["dtype"] else int)(scalars[a["name"]])
         except ValueError:
             raise RunInputError(f"--scalar {a['name']}={scalars[a['name']]} is not a {a['dtype']}",
                                 construct="tilelang-tt run") from None

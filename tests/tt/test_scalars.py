@@ -51,6 +51,41 @@ def test_scalar_local_from_a_tensor_element(arch, dtype, local):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_elements_as_scalars(arch, dtype):
+    """``x * S[by, 2 * by + 17] + S[by, 33 - by]`` of a bfloat16 / float16 tensor (an attention sink ``Sinks[h]``):
+    each element sits at another row parity, half of a word and face of its tile (columns 17..23 and 30..33), and
+    compute widens it to float32 exactly, float16 subnormals, infinities and signs included."""
+    R = M // 32
+
+    @T.prim_func
+    def scaled(A: T.Tensor((M, N), "float32"), S: T.Tensor((R, 40), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(R, threads=128) as by:
+            for i, j in T.Parallel(32, N):
+                C[by * 32 + i, j] = A[by * 32 + i, j] * T.Cast("float32", S[by, 2 * by + 17]) + T.Cast(
+                    "float32", S[by, 33 - by])
+
+    kernel = tilelang.compile(scaled, target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(M, N, generator=g)
+    tdt = getattr(torch, dtype)
+    s = torch.randn(R, 40, generator=g).to(tdt)
+    specials = [3.0e-7, -1.5, 6.0e4, -2.0 ** -14] if dtype == "float16" else [1.0e-30, -1.5, 3.0e38, -2.0 ** -126]
+    for r in range(R):      # a subnormal / tiny, a negative, a large and a smallest-normal factor
+        s[r, 2 * r + 17] = specials[r]
+    s[1, 32] = float("inf")
+    c = torch.zeros(M, N)
+    kernel(a, s, c)
+    rows = torch.arange(R)
+    scale = s[rows, 2 * rows + 17].float().repeat_interleave(32)[:, None]
+    shift = s[rows, 33 - rows].float().repeat_interleave(32)[:, None]
+    assert torch.equal(c, a * scale + shift)
+    assert torch.isinf(c[32:64]).all()
+    cb = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "S_scalar")
+    assert cb["format"] == {"bfloat16": "Float16_b", "float16": "Float16"}[dtype]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_alibi_slope_read_from_a_tensor(arch):
     """``slope = Slopes[bz]``: a float let of a tensor element is the scalar operand where it is used."""
     H, S = 4, 64
@@ -193,11 +228,28 @@ def test_scalar_refusals():
         tilelang.compile(unset, target="tt")
 
     @T.prim_func
-    def half(A: T.Tensor((64, 64), "bfloat16"), S: T.Tensor((2,), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+    def byte(A: T.Tensor((64, 64), "bfloat16"), S: T.Tensor((2,), "uint8"), C: T.Tensor((64, 64), "bfloat16")):
         with T.Kernel(2, threads=128) as by:
             for i, j in T.Parallel(32, 64):
-                C[by * 32 + i, j] = A[by * 32 + i, j] * S[by]
+                C[by * 32 + i, j] = A[by * 32 + i, j] * T.Cast("bfloat16", S[by])
 
-    with pytest.raises(TTUnsupportedError, match=r"(?s)\(bfloat16\) is one element used as a scalar of the whole "
-                                                 r"block.*fix: pass S as a float32 tensor \(S.float\(\)\)"):
-        tilelang.compile(half, target="tt")
+    with pytest.raises(TTUnsupportedError, match=r"(?s)\(uint8\) is one element used as a scalar of the whole "
+                                                 r"block: elements become scalars only of float32, int32, bfloat16, "
+                                                 r"float16 tensors.*fix: pass S as a float32 tensor \(S.float\(\)\)"):
+        tilelang.compile(byte, target="tt")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_float_kernel_parameters_of_every_width(dtype):
+    """``alpha: T.bfloat16`` / ``T.float16`` / ``T.float32``: the kernels receive the bits of alpha's float32 value
+    after rounding to its dtype (a 16-bit parameter used to arrive as int(alpha): 1.3 became 1)."""
+    @T.prim_func
+    def scale(A: T.Tensor((64, 64), "float32"), alpha: getattr(T, dtype), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, threads=128) as by:
+            for i, j in T.Parallel(32, 64):
+                C[by * 32 + i, j] = A[by * 32 + i, j] * alpha
+
+    kernel = tilelang.compile(scale, target="tt")
+    a, c = torch.randn(64, 64, generator=torch.Generator().manual_seed(6)), torch.zeros(64, 64)
+    kernel(a, 1.3, c)
+    assert torch.equal(c, a * torch.tensor(1.3, dtype=getattr(torch, dtype)).float())

@@ -202,8 +202,10 @@ class _Eval:
 
     @staticmethod
     def float_param(s) -> bool:
+        """A float variable: a float kernel parameter or a float tensor element read as a scalar, which arrive as
+        the bits of their float32 value."""
         s = strip_cast(s)
-        return isinstance(s, tirx.Var) and s.dtype.startswith("float")
+        return isinstance(s, tirx.Var) and str(s.dtype) in ("float16", "bfloat16", "float32")
 
     def runtime(self, s):
         """A run-time scalar as an integer expression of the kernel's (renamed) variables."""

@@ -323,11 +323,17 @@ class LowerToProgram:
 
     def _take_element(self, load, cb, var, note) -> list:
         """Compute's end of a tensor element the reader pushed into index CB ``cb``: wait for the page, ``Let`` of
-        the element read from L1 (``read_tile_value`` of its column in the face row), pop."""
+        the element read from L1 (``read_tile_value`` of its column in the face row; a 16-bit element is half of
+        the word (row % 2) * 8 + (col % 16) / 2 of the two face rows read_half read, widened to fp32 bits), pop."""
         lane = tirx.floormod(self.expr(load.args[2]), 16)
-        return [Call("cb_wait_front", (cb, 1), note),
-                Let(var, tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cb.name), lane])),
-                Call("cb_pop_front", (cb, 1), note)]
+        if load.dtype.bits == 16:
+            word = tirx.floormod(self.expr(load.args[1]), 2) * 8 + tirx.floordiv(lane, 2)
+            shift = tirx.floormod(lane, 2) * 16
+            value = tirx.Call("int32", TTOps.half_value, [tirx.StringImm(cb.name), word, shift,
+                                                          tirx.IntImm("int32", int(str(load.dtype) == "float16"))])
+        else:
+            value = tirx.Call("int32", TTOps.tile_value, [tirx.StringImm(cb.name), lane])
+        return [Call("cb_wait_front", (cb, 1), note), Let(var, value), Call("cb_pop_front", (cb, 1), note)]
 
     def _read_index(self, load, cb, var, note, keep=True) -> list:
         """One tensor element into ``var`` through index CB ``cb``: reserve, ``read_index`` (the element's face
@@ -737,15 +743,16 @@ class LowerToProgram:
         """An element-wise op; each tensor element in its expression (``x * Slopes[by]``, ``index_load`` into a
         ``_scalar`` CB) is read first: the reader reads its face row into the CB and pushes the page, compute waits,
         reads the element from L1 (``read_tile_value``) and pops; the op uses it as a scalar operand (a float32
-        element as its bits, an int32 element converted)."""
+        element as its bits, a bfloat16 / float16 one widened to them, an int32 element converted)."""
         loads = _index_loads([args[1]])
         reader, compute, vmap = [], [], []
         for load in loads:
             cb = CB(str(load.args[3].value))
             value = tirx.Var(self.names.fresh(f"{self.tensor_names[int(load.args[0])]}_value"), load.dtype)
+            read = "read_half" if load.dtype.bits == 16 else "read_index"
             reader += [Call("cb_reserve_back", (cb, 1), note),
-                       Call("read_index", (cb, Tensor(self.tensor_names[int(load.args[0])]), self.expr(load.args[1]),
-                                           self.expr(load.args[2])), note),
+                       Call(read, (cb, Tensor(self.tensor_names[int(load.args[0])]), self.expr(load.args[1]),
+                                   self.expr(load.args[2])), note),
                        Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, 1), note)]
             compute += self._take_element(load, cb, value, note)
             vmap.append((load, value))

@@ -224,9 +224,9 @@ class ParallelLower:
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
 
     def scalar_elements(self, store: tirx.BufferStore, vars_, what: str) -> tirx.BufferStore:
-        """``store`` with each element of a float32 / int32 tensor that is the same for the whole nest (``x *
-        Slopes[by]``, no loop variable in its indices) and does not start a tile replaced by ``index_load(tensor,
-        row, col, cb)``: the reader reads the element into ``<tensor>_scalar`` (one page) and compute reads it from
+        """``store`` with each element of a float32 / bfloat16 / float16 / int32 tensor that is the same for the
+        whole nest (``x * Slopes[by]``, no loop variable in its indices) and does not start a tile replaced by
+        ``index_load(tensor, row, col, cb)``: the reader reads the element into ``<tensor>_scalar`` (one page) and compute reads it from
         L1 as a scalar operand (LowerToTTProgram). An element at a tile's origin stays a broadcast tile."""
         def post(node):
             if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer) and len(node.indices) == 2):
@@ -240,7 +240,7 @@ class ParallelLower:
                 raise TTUnsupportedError(
                     f"{node.buffer.name}[{', '.join(map(str, node.indices))}] ({node.buffer.dtype}) is one element "
                     f"used as a scalar of the whole block: elements become scalars only of "
-                    f"{' and '.join(SCALAR_ELEMENT_FORMATS)} tensors (the reader reads a 32-bit word)",
+                    f"{', '.join(SCALAR_ELEMENT_FORMATS)} tensors",
                     construct=what, source=self.src,
                     fix=f"pass {node.buffer.name} as a float32 tensor ({node.buffer.name}.float())")
             name = f"{node.buffer.name}_scalar"

@@ -160,11 +160,12 @@ uint32_t cb_tile_size(uint32_t cb, uint32_t line) { return tile_bytes(cb_of(cb, 
 uint32_t cb_tile_value(uint32_t cb, uint32_t tile_index, uint32_t element_offset, uint32_t line) {
     // api/compute/cb_api.h read_tile_value: the UNPACK thread loads a 32-bit word of a tile at the CB's read pointer
     // (and hands it to MATH and PACK by mailbox); only meaningful for a CB of 32-bit words (Int32, or Float32 read as
-    // its bits), on waited pages.
+    // its bits) or of 16-bit floats (a word is two elements, the kernel takes one half), on waited pages. A word of
+    // block-float or 8-bit data is no value.
     CBState& s = cb_of(cb, line);
-    if (s.fmt != kInt32 && s.fmt != kFloat32) {
-        kernel_error(line, format("read_tile_value(%u): CB %u holds %s data, not the 32-bit words the value is "
-                                  "read as", cb, cb, fmt_name(s.fmt)));
+    if (s.fmt != kInt32 && s.fmt != kFloat32 && s.fmt != kFloat16 && s.fmt != kFloat16_b) {
+        kernel_error(line, format("read_tile_value(%u): CB %u holds %s data, not the 32-bit words (or pairs of "
+                                  "16-bit floats) the value is read as", cb, cb, fmt_name(s.fmt)));
     }
     if (tile_index >= s.waited) {
         kernel_error(line, format("read_tile_value(%u, %u, ...): only %u page(s) waited for with cb_wait_front", cb,
