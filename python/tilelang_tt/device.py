@@ -118,6 +118,10 @@ INDEX_FORMATS: dict[str, str] = {"int32": "Int32", "bool": "Int32", "int64": "In
 # TileLang dtype -> the format of a tensor element used as a scalar in compute (``x * Slopes[by]``): the reader reads
 # the aligned part of its tile page holding it into a one-page CB of the tensor's format (read_index for 32-bit
 # elements, read_half for 16-bit ones), compute reads it from L1 (read_tile_value; a 16-bit one widened to fp32 bits)
+# The dtypes of a scalar kernel parameter (alpha: T.float32): each is passed as one 32-bit runtime argument (a float
+# as the bits of its float32 value; an integer's value must fit 32 bits, checked at the call)
+SCALAR_PARAM_DTYPES = ("float32", "bfloat16", "float16", "int32", "uint32", "int64", "int16", "uint16", "int8",
+                       "uint8", "bool")
 SCALAR_ELEMENT_FORMATS: dict[str, str] = {"float32": "Float32", "int32": "Int32", "bfloat16": "Float16_b",
                                           "float16": "Float16"}
 

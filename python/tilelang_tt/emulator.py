@@ -27,7 +27,7 @@ import numpy as np
 from . import blockfloat
 from .dims import dim_value
 from .device import BFP_INT_RANGE, STORAGE_TILE_FORMAT, TILE_FORMATS
-from .errors import TTError
+from .errors import TTCallError, TTError
 from .progress import spinner
 
 logger = logging.getLogger(__name__)
@@ -337,6 +337,10 @@ def _scalar_bits(value, dtype: str) -> int:
         if dtype == "bfloat16":     # round to nearest even at 8 significant bits
             bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16 & 0xFFFFFFFF
         return bits
+    if not -2 ** 31 <= int(value) < 2 ** 32:
+        raise TTCallError(f"{int(value)} does not fit the 32-bit runtime argument that carries the {dtype} scalar "
+                          "parameter", construct=f"scalar parameter ({dtype})",
+                          fix="pass a value in [-2^31, 2^32) or compute it inside the kernel")
     return int(value) & 0xFFFFFFFF
 
 

@@ -11,7 +11,8 @@ from tvm import tirx
 
 from . import attrs
 from .artifact import safe_name
-from .device import get_device
+from .device import SCALAR_PARAM_DTYPES, get_device
+from .errors import TTUnsupportedError
 from .names import NameSupply
 from .target import TTOptions
 from .transform.common import shape_vars, source_of
@@ -46,6 +47,12 @@ class KernelContext:
         # scalar kernel parameters (alpha: T.float32): runtime args of every kernel, float32 as its bit pattern
         self.scalars = [(i, self.names.var(p), str(p.dtype)) for i, p in enumerate(func.params)
                         if p not in func.buffer_map and p.name not in self.rt_names]
+        for _, v, dtype in self.scalars:
+            if dtype not in SCALAR_PARAM_DTYPES:
+                raise TTUnsupportedError(
+                    f"scalar parameter {v.name} is {dtype}: a runtime argument is one 32-bit word and the cores "
+                    f"compute in at most float32", construct=f"{v.name}: T.{dtype}", source=self.src,
+                    fix=f"declare it as one of {', '.join(f'T.{d}' for d in SCALAR_PARAM_DTYPES)}")
         self.grid = list(self.dims(func.attrs[attrs.GRID]))   # C++ names: a dimension `n` is `n_t` beside the loop's n
         self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
 

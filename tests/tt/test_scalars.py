@@ -7,7 +7,7 @@ import tilelang
 import tilelang.language as T
 import torch
 
-from tilelang_tt.errors import TTUnsupportedError
+from tilelang_tt.errors import TTCallError, TTUnsupportedError
 
 ARCHS = ["wormhole_b0", "blackhole"]
 M, N = 64, 128
@@ -253,3 +253,26 @@ def test_float_kernel_parameters_of_every_width(dtype):
     a, c = torch.randn(64, 64, generator=torch.Generator().manual_seed(6)), torch.zeros(64, 64)
     kernel(a, 1.3, c)
     assert torch.equal(c, a * torch.tensor(1.3, dtype=getattr(torch, dtype)).float())
+
+
+def test_scalar_parameters_that_do_not_fit_a_runtime_argument():
+    """A float64 parameter is refused at compile time; an integer value beyond 32 bits at the call (it would wrap)."""
+    def kernel_with(dtype):
+        @T.prim_func
+        def shift(A: T.Tensor((32, 32), "float32"), alpha: getattr(T, dtype), C: T.Tensor((32, 32), "float32")):
+            with T.Kernel(1, threads=128) as by:
+                for i, j in T.Parallel(32, 32):
+                    C[by * 32 + i, j] = A[by * 32 + i, j] + alpha
+
+        return shift
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)scalar parameter alpha is float64: a runtime argument is one "
+                                                 r"32-bit word.*fix: declare it as one of T.float32, T.bfloat16"):
+        tilelang.compile(kernel_with("float64"), target="tt")
+    kernel = tilelang.compile(kernel_with("int64"), target="tt")
+    a, c = torch.randn(32, 32), torch.zeros(32, 32)
+    kernel(a, -7, c)
+    assert torch.equal(c, a - 7)
+    with pytest.raises(TTCallError, match=r"8589934592 does not fit the 32-bit runtime argument that carries the int64 "
+                                     r"scalar parameter"):
+        kernel(a, 2 ** 33, c)
