@@ -161,7 +161,10 @@ class ParamSpec:
         return f"{a} {self.dtype} tensor of shape {self.shape}" + (" (packed weights)" if self.packed else "")
 
 
-_INT_SCALAR_RANGE = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1)}
+# An integer scalar parameter's values: its dtype's range, within the one 32-bit runtime argument it is passed as
+_INT_SCALAR_RANGE = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-2**31, 2**31 - 1),
+                     "int16": (-2**15, 2**15 - 1), "uint16": (0, 2**16 - 1), "int8": (-2**7, 2**7 - 1),
+                     "uint8": (0, 2**8 - 1)}
 # NumPy has no bfloat16: a float32 array stands for a bfloat16 parameter (rounded to nearest even on the way in,
 # exact on the way out).
 _NUMPY_STAND_INS = {"bfloat16": {"float32"}}

@@ -7,6 +7,7 @@ import tilelang
 import tilelang.language as T
 import torch
 
+from tilelang_tt import emulator
 from tilelang_tt.errors import TTCallError, TTUnsupportedError
 
 ARCHS = ["wormhole_b0", "blackhole"]
@@ -273,6 +274,9 @@ def test_scalar_parameters_that_do_not_fit_a_runtime_argument():
     a, c = torch.randn(32, 32), torch.zeros(32, 32)
     kernel(a, -7, c)
     assert torch.equal(c, a - 7)
-    with pytest.raises(TTCallError, match=r"8589934592 does not fit the 32-bit runtime argument that carries the int64 "
-                                     r"scalar parameter"):
+    with pytest.raises(TTCallError, match=r"parameter alpha takes an int64 scalar; got 8589934592, outside "
+                                          r"\[-2147483648, 2147483647\]"):
         kernel(a, 2 ** 33, c)
+    with pytest.raises(TTCallError, match=r"8589934592 does not fit the 32-bit runtime argument that carries the int64 "
+                                          r"scalar parameter"):      # the emulator's own check, for callers past it
+        emulator._scalar_bits(2 ** 33, "int64")
