@@ -53,8 +53,8 @@ uint64_t int32_t size_t count start_id first_id rect_y rect_x rect_w n r c i h w
 block_id band band_h in_band group group_w in_group zeros mesh cq program cores reader writer compute
 workload work core data_dir artifact_dir argc argv kCoreWork CoreWork read_tensor write_tensor TileGrid
 read_tiles write_tiles zero_tile_tail read_tile_block write_tile_block read_tile_part generate_reduce_scaler row
-McastGroup make_mcast_group mcast_addr read_tiles_mcast kSemInvalid kSemValid sender last TilePart tile_part
-for_each_face_row_segment McastRoute noc_routes mcast
+McastGroup make_mcast_group mcast_addr semaphore_ptr kSemInvalid kSemValid sender last TilePart tile_part read_half
+for_each_face_row_segment McastRoute noc_routes mcast bfloat16_bits float16_bits float_bits
 """.split())
 
 

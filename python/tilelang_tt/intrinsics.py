@@ -215,9 +215,23 @@ CALLS: dict[str, CallSpec] = {
     # {2}, each face-row segment read as its 64-byte aligned chunk into the reserved page of the scratch CB {6} (the
     # tensor's format) and moved within L1; {7} = 0 zero-fills the row instead (a position past the index tensor).
     "gather_row": CallSpec("gather_row({0}, {1}, {2}, {2}_grid, {3}, {4}, {5}, {6}, {7})", "noc"),
-    # TTMulticastReuse: the group's sender reads the block and multicasts it, the others receive it ({6}: the
-    # group, a McastGroup of templates/dataflow.cpp.j2); the semaphore handshake is inside the helper.
-    "read_tiles_mcast": CallSpec("read_tiles_mcast({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6})", "noc"),
+    # TTMulticastReuse's handshake, one TT-Metalium call each ({0}: the group, a McastGroup of
+    # templates/dataflow_helpers.h.j2 holding the core's route and the L1 addresses of the group's two semaphores).
+    # Sender: hold VALID in its own receiver semaphore (the flag's source word), wait until every receiver is ready
+    # and reset the count, multicast the {2} tiles at the back of CB {1}, then the VALID flag.
+    "mcast_hold_valid": CallSpec("noc_semaphore_set(semaphore_ptr({0}.receiver_sem_addr), kSemValid)", "noc"),
+    "mcast_wait_ready": CallSpec("noc_semaphore_wait(semaphore_ptr({0}.sender_sem_addr), {0}.num_dests)", "noc"),
+    "mcast_reset_ready": CallSpec("noc_semaphore_set(semaphore_ptr({0}.sender_sem_addr), 0)", "noc"),
+    "mcast_write_block": CallSpec("noc_async_write_multicast(get_write_ptr({1}), mcast_addr({0}, get_write_ptr({1})), "
+                                  "{2} * get_tile_size({1}), {0}.num_dests)", "noc"),
+    "noc_async_writes_flushed": CallSpec("noc_async_writes_flushed()", "noc"),
+    "mcast_set_valid": CallSpec("noc_semaphore_set_multicast({0}.receiver_sem_addr, "
+                                "mcast_addr({0}, {0}.receiver_sem_addr), {0}.num_dests)", "noc"),
+    # Receiver: reset its flag, tell the sender it has reserved the block, wait for VALID.
+    "mcast_clear_valid": CallSpec("noc_semaphore_set(semaphore_ptr({0}.receiver_sem_addr), kSemInvalid)", "noc"),
+    "mcast_signal_ready": CallSpec("noc_semaphore_inc(get_noc_addr({0}.sender_x, {0}.sender_y, "
+                                   "{0}.sender_sem_addr), 1)", "noc"),
+    "mcast_wait_valid": CallSpec("noc_semaphore_wait(semaphore_ptr({0}.receiver_sem_addr), kSemValid)", "noc"),
     "noc_async_atomic_barrier": CallSpec("noc_async_atomic_barrier()", "noc"),
     "write_tiles": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
     "write_tiles_window": CallSpec("write_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),

@@ -156,10 +156,11 @@ def program_passes(ctx):
     from .transform.verify_program import verify_program
 
     dev = ctx.dev
-    return [("TTMulticastReuse", lambda p: multicast_reuse(p, ctx.func, ctx.names)),
+    return [("TTMulticastReuse", lambda p: multicast_reuse(p, ctx.func, ctx.names, dev.mcast_flush_before_flag)),
             ("PlaceCBPops", place_cb_pops), ("AllocateDST", allocate_dst), ("HoistInits", hoist_inits),
             ("PruneProgram", prune_program),
-            ("VerifyTTProgram", lambda p: verify_program(p, dev.l1_usable_bytes, dev.num_cbs))]
+            ("VerifyTTProgram",
+             lambda p: verify_program(p, dev.l1_usable_bytes, dev.num_cbs, dev.mcast_flush_before_flag))]
 
 
 def build_program(func, ctx, options: TTOptions):

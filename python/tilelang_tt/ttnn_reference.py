@@ -29,6 +29,7 @@ from tvm import tirx
 from . import perf_model as pm
 from . import ttir
 from .device import TILE, TILE_FORMATS, get_device
+from .transform.multicast_reuse import multicast_read
 
 # tt-metal test_benchmark.py SUBBLOCK_HW_CHOICES: the first (h, w) dividing the output block wins
 SUBBLOCK_HW_CHOICES = ((4, 2), (2, 4), (8, 1), (1, 8), (7, 1), (1, 7), (3, 2), (2, 3), (6, 1), (1, 6), (5, 1),
@@ -113,11 +114,11 @@ def _call(op: str, *args) -> ttir.Call:
 
 
 def _fetch(cb: str, tensor: str, rows: int, cols: int, group: str | None) -> list:
-    """Reserve, read (or read and multicast with ``group``), wait, push: one block into a CB."""
-    move = (_call("read_tiles_mcast", ttir.CB(cb), ttir.Tensor(tensor), 0, 0, rows, cols, ttir.Lit(group)) if group
-            else _call("read_tiles", ttir.CB(cb), ttir.Tensor(tensor), 0, 0, rows, cols))
-    return [_call("cb_reserve_back", ttir.CB(cb), rows * cols), move, _call("noc_async_read_barrier"),
-            _call("cb_push_back", ttir.CB(cb), rows * cols)]
+    """Reserve, read (or read and multicast with ``group``: TTMulticastReuse's handshake), wait, push: one block
+    into a CB."""
+    read = _call("read_tiles", ttir.CB(cb), ttir.Tensor(tensor), 0, 0, rows, cols)
+    move = multicast_read(read, group, flush=False) if group else [read, _call("noc_async_read_barrier")]
+    return [_call("cb_reserve_back", ttir.CB(cb), rows * cols), *move, _call("cb_push_back", ttir.CB(cb), rows * cols)]
 
 
 def _store(cb: str, tensor: str, rows: int, cols: int) -> list:

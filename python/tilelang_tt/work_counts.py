@@ -109,7 +109,9 @@ def _extent_names(body: list, lets: dict) -> set[str]:
     return names
 
 
-_TRANSFERS = ("read_tiles", "read_tiles_window", "read_tiles_mcast", "write_tiles", "write_tiles_window")
+_TRANSFERS = ("read_tiles", "read_tiles_window", "write_tiles", "write_tiles_window")
+# The multicast handshake's waits (TTMulticastReuse): the sender's for its receivers, a receiver's for the block
+_MCAST_WAITS = ("mcast_wait_ready", "mcast_wait_valid")
 
 
 def _name(arg) -> str:
@@ -128,7 +130,6 @@ class _Counter:
         self.tensors = tensors
         # per multicast group, each core's role in mapping order (TTMulticastReuse's routes in the plan)
         self.senders = {g["name"]: [c["is_sender"] for c in g["cores"]] for g in groups}
-        self.index = 0                           # the mapping entry being counted
         self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
         self.pending: set[str] = set()           # "role:read" / "role:write": transfers issued, no barrier since
 
@@ -158,6 +159,12 @@ class _Counter:
     def call(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
         if op in _TRANSFERS:
             self.transfer(op, args, env, work, mult, role)
+        elif op == "mcast_write_block":     # the sender writes the block once into the NoC for its group
+            nbytes = mult * _eval(args[2], env) * self.cb_pages[_name(args[1])]
+            work.noc_out_bytes += nbytes
+            work.feed_bytes[role] += nbytes
+        elif op in _MCAST_WAITS:           # sender and receivers alike wait for the handshake
+            work.waits[f"{role}:mcast"] += mult
         elif op in ("noc_async_read_barrier", "noc_async_write_barrier"):
             kind = "read" if "read" in op else "write"
             if f"{role}:{kind}" in self.pending:      # a barrier with nothing in flight returns at once
@@ -172,17 +179,7 @@ class _Counter:
         if op.endswith("_window"):     # only the window's elements move
             nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
         dram = tensor["placement"] == "DRAM"
-        if op == "read_tiles_mcast":   # only the group's sender reads (the plan's route of this core)
-            work.waits[f"{role}:mcast"] += mult    # sender and receivers alike wait for the handshake
-            self.pending.discard(f"{role}:read")
-            if not self.senders[_name(args[6])][self.index]:
-                return          # a receiver issues no transfer: the block lands in its L1
-            work.waits[f"{role}:read"] += mult     # the sender's read barrier before it multicasts
-            work.noc_in_bytes += nbytes            # it reads the block and writes it once into the NoC for the group
-            work.noc_out_bytes += nbytes
-            work.feed_bytes[role] += 2 * nbytes
-            work.dram_read_bytes += nbytes if dram else 0
-        elif op.startswith("read_tiles"):
+        if op.startswith("read_tiles"):
             work.noc_in_bytes += nbytes
             work.feed_bytes[role] += nbytes
             work.dram_read_bytes += nbytes if dram else 0
@@ -242,9 +239,9 @@ def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
     works = []
     for index, entry in enumerate(plan["mapping"]):
         env = _core_env(plan, entry)
+        env.update({f"{g}_is_sender": int(roles[index]) for g, roles in counter.senders.items()})
         key = tuple((k, v) for k, v in sorted(env.items()) if k in names)   # cores alike in every trip count
         key += tuple(roles[index] for roles in counter.senders.values())   # and in their multicast roles
-        counter.index = index
         if key not in cache:
             w = CoreWork(core=tuple(entry["core"]))
             counter.l1_acc = False

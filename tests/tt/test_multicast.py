@@ -170,17 +170,19 @@ def test_multicast_true_without_shared_operand_is_an_error():
 # ---- the sanitizer on broken handshakes (tests/tt/test_sanitizer.py's corpus form) --------------------------
 # (id, file, text to replace, replacement, expected message regex)
 CORPUS = [
-    ("receiver_reads_before_valid", "kernels/dataflow_helpers.h", "noc_semaphore_wait(receiver_sem, kSemValid);", "",
+    ("receiver_reads_before_valid", "kernels/reader.cpp",
+     "noc_semaphore_wait(semaphore_ptr(mcast_A_blk.receiver_sem_addr), kSemValid);", "",
      r"reader \(RISCV_1\) kernel \S*kernels/reader.cpp:\d+: cb_push_back\(\d+, \d+\) publishes page \d+, which no NoC "
      r"transfer has written since cb_reserve_back: a multicast receiver must wait for the sender's VALID"),
-    ("sender_overwrites_before_ready", "kernels/dataflow_helpers.h", "noc_semaphore_wait(sender_sem, group.num_dests);", "",
+    ("sender_overwrites_before_ready", "kernels/reader.cpp",
+     "noc_semaphore_wait(semaphore_ptr(mcast_A_blk.sender_sem_addr), mcast_A_blk.num_dests);", "",
      r"noc_async_write_multicast from core \(x=\d+, y=\d+\) lands in L1 \[0x[0-9a-f]+, 0x[0-9a-f]+\) of core "
      r"\(x=\d+, y=\d+\), which that core has not reserved with cb_reserve_back: the sender overwrites it before the "
      r"receiver is ready"),
     ("reversed_corners", "kernels/dataflow_helpers.h", "return noc_index == 0 ?", "return noc_index != 0 ?",
      r"multicast rectangle start \(\d+, \d+\) end \(\d+, \d+\) on NOC\d: the corners are reversed for this NoC"),
-    ("wrong_num_dests", "kernels/dataflow_helpers.h", "group.num_dests);\n        //",
-     "group.num_dests + 1);\n        //",
+    ("wrong_num_dests", "kernels/reader.cpp", "get_tile_size(cb_A_blk), mcast_A_blk.num_dests);",
+     "get_tile_size(cb_A_blk), mcast_A_blk.num_dests + 1);",
      r"noc_async_write_multicast with num_dests = \d+, but the rectangle .* holds \d+ cores besides the sender"),
 ]
 
@@ -235,3 +237,90 @@ def test_static_model_counts_equal_the_counters():
         w = static[tuple(core["core"])]
         assert (w.dram_read_bytes, w.dram_write_bytes) == (core["dram_read_bytes"], core["dram_write_bytes"])
         assert w.ops["matmul_tiles"] == core["matmul_tiles"]
+
+
+# ---- the verifier's multicast rule: the handshake is TT program operations it reads ----------------------------
+def _mcast_program(arch):
+    from tilelang_tt.kernel_context import KernelContext
+    from tilelang_tt.pipeline import build_program
+
+    from .helpers import lower
+
+    func, opts = lower(mcast_gemm(128, 128, 128), arch=arch)
+    return build_program(func, KernelContext(func, opts), opts)
+
+
+def _branches(body):
+    """The reader's role branches (For nodes with a guard), in program order."""
+    from tilelang_tt.ttir import For, walk
+
+    return [n for n, _ in walk(body) if isinstance(n, For) and n.guard is not None]
+
+
+def _drop(body, node):
+    from tilelang_tt.ttir import For
+
+    for i, n in enumerate(body):
+        if n is node:
+            del body[i]
+            return True
+        if isinstance(n, For) and _drop(n.body, node):
+            return True
+    return False
+
+
+def _swap_wait_and_write(p):
+    ops = _branches(p.kernels["reader"].body)[2].body      # the first multicast read's sender branch
+    i, j = [k for k, c in enumerate(ops) if c.op in ("mcast_wait_ready", "mcast_write_block")]
+    ops[i], ops[j] = ops[j], ops[i]
+
+
+def _drop_receivers(p):
+    _drop(p.kernels["reader"].body, _branches(p.kernels["reader"].body)[3])
+
+
+def _drop_hold(p):
+    _drop(p.kernels["reader"].body, _branches(p.kernels["reader"].body)[0])
+
+
+def _drop_flush(p):
+    ops = _branches(p.kernels["reader"].body)[2].body
+    ops.remove(next(c for c in ops if c.op == "noc_async_writes_flushed"))
+
+
+def _more_tiles(p):
+    from tilelang_tt.ttir import Call
+
+    ops = _branches(p.kernels["reader"].body)[2].body
+    k = next(k for k, c in enumerate(ops) if c.op == "mcast_write_block")
+    ops[k] = Call("mcast_write_block", (ops[k].args[0], ops[k].args[1], ops[k].args[2] + 1), ops[k].note)
+
+
+def _drop_atomic_barrier(p):
+    p.kernels["reader"].body.pop()
+
+
+@pytest.mark.parametrize("arch, breaks, message", [
+    ("wormhole_b0", _swap_wait_and_write, r"mcast_A_blk's sender runs \['read_tiles', 'noc_async_read_barrier', "
+                                          r"'mcast_write_block', 'mcast_reset_ready', 'mcast_wait_ready'"),
+    ("wormhole_b0", _drop_receivers, r"a multicast by the sender of mcast_A_blk is not followed by its receivers'"),
+    ("wormhole_b0", _drop_hold, r"mcast_A_blk's sender does not hold VALID before its first multicast"),
+    ("blackhole", _drop_flush, r"'mcast_write_block', 'mcast_set_valid'\], not \[.*'mcast_write_block', "
+                               r"'noc_async_writes_flushed', 'mcast_set_valid'\]"),
+    ("wormhole_b0", _more_tiles, r"mcast_A_blk's sender multicasts .* tile\(s\) of A_blk, not the"),
+    ("wormhole_b0", _drop_atomic_barrier, r"the reader does not end with noc_async_atomic_barrier"),
+], ids=["wait_after_write", "no_receivers", "no_hold", "no_flush_on_blackhole", "wrong_tile_count",
+        "no_atomic_barrier"])
+def test_verifier_checks_the_multicast_handshake(arch, breaks, message):
+    """Each seeded break of the generated handshake is refused by VerifyTTProgram's multicast rule, naming it; the
+    program as generated passes (it was verified when it was built)."""
+    from tilelang_tt.device import get_device
+    from tilelang_tt.errors import TTVerifyError
+    from tilelang_tt.transform.verify_program import verify_program
+
+    program, dev = _mcast_program(arch), get_device(arch)
+    verify_program(program, dev.l1_usable_bytes, dev.num_cbs, dev.mcast_flush_before_flag)
+    breaks(program)
+    with pytest.raises(TTVerifyError, match=message) as info:
+        verify_program(program, dev.l1_usable_bytes, dev.num_cbs, dev.mcast_flush_before_flag)
+    assert info.value.rule == "multicast"

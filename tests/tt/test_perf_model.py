@@ -21,6 +21,7 @@ from examples import kernels as K
 from tilelang_tt import perf_model as pm
 from tilelang_tt import ttir, ttir_json
 from tilelang_tt.device import FPU_CYCLES_PER_TILE_MATMUL, PERF
+from tilelang_tt.transform.multicast_reuse import multicast_read
 
 ROOT = Path(__file__).resolve().parents[2]
 WH = PERF["wormhole_b0"]
@@ -125,8 +126,8 @@ def test_a_barrier_with_nothing_in_flight_is_free():
 def test_multicast_by_hand():
     """A row of 4 cores multicasts 6 blocks of 2 tiles: the row's first core reads each block (a round trip),
     multicasts it (its bytes leave once) and every core waits for a handshake per block."""
-    kernels = {"reader": [loop(6, call("read_tiles_mcast", ttir.CB("a"), ttir.Tensor("A"), 0, 0, 1, 2,
-                                       ttir.Lit("g")), call("noc_async_read_barrier"))]}
+    read = call("read_tiles", ttir.CB("a"), ttir.Tensor("A"), 0, 0, 1, 2)
+    kernels = {"reader": [loop(6, *multicast_read(read, "g", flush=False))]}
     the_plan = plan(cores=[(0, x) for x in range(4)], groups=[("g", "row")])
     works, model = modeled(kernels, the_plan)
     sender, receiver = works[0], works[1]
@@ -150,9 +151,8 @@ def test_dram_bound_by_hand():
 
 def test_the_stored_program_counts_like_its_nodes():
     """tt.program.json (ttir_json) read back gives the work the nodes give."""
-    body = [loop(3, call("cb_reserve_back", ttir.CB("a"), 2),
-                 call("read_tiles_mcast", ttir.CB("a"), ttir.Tensor("A"), tirx.Var("i", "int32") * 2, 0, 1, 2,
-                      ttir.Lit("g")), call("noc_async_read_barrier"))]
+    read = call("read_tiles", ttir.CB("a"), ttir.Tensor("A"), tirx.Var("i", "int32") * 2, 0, 1, 2)
+    body = [loop(3, call("cb_reserve_back", ttir.CB("a"), 2), *multicast_read(read, "g", flush=False))]
     compute = [loop(4, call("matmul_block", ttir.CB("a"), ttir.CB("b"), 0, 0, 0, 0, 2, 4, 1),
                     call("pack_reconfig_l1_acc", 1), call("pack_tile", ttir.Dst(0), ttir.CB("b")))]
     writer = [call("write_tiles", ttir.CB("b"), ttir.Tensor("C"), 0, 0, 2, 2), call("noc_async_write_barrier")]

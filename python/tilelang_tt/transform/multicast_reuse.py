@@ -11,14 +11,15 @@ In:  the explicit TT program (``ttir.Program``) after LowerToTTProgram, and the 
 Out: when the schedule is a multicast lattice (``rect`` rectangles of equal size, rectangle (r, c) on core
      (y=r, x=c)): every ``read_tiles`` in the reader's persistent loop whose tile indices and enclosing trip
      counts depend on the core's lattice row only (``rect_y``; not ``rect_x``) becomes
-     ``read_tiles_mcast(..., group)`` of a group along the core row (sender: the row's first core), and one
-     that depends on the column only becomes a group down the core column (sender: the column's first core).
+     the handshake of a group along the core row (sender: the row's first core), and one that depends on the
+     column only of a group down the core column (sender: the column's first core): a branch on the core's role
+     per read, one TT-Metalium call per step (``multicast_read``; VerifyTTProgram's ``multicast`` rule).
      Each group is one entry of ``Program.multicast["groups"]`` (``operand`` in0 for a row group, in1 for a
      column group; ``cb``, ``tensor``, ``axis``, and ``cores``: per core of the schedule's mapping, in its order,
      the sender, the rectangle's corners, the number of receivers and whether it sends); the reader ends with
      ``noc_async_atomic_barrier()``. The host program creates the two semaphores of each group and passes each
-     core's route, in NoC coordinates, as reader runtime args (codegen, ``templates/host.cpp.j2``); the
-     handshake itself is the template's ``read_tiles_mcast`` helper (``templates/dataflow.cpp.j2``).
+     core's route, in NoC coordinates, as reader runtime args (codegen, ``templates/host.cpp.j2``); the reader
+     starts with each sender holding VALID and ends with ``noc_async_atomic_barrier()``.
      Without such a lattice, or with ``multicast=False``, the program is returned unchanged.
 Attributes: none written; ``Program.multicast`` carries the decision to codegen and the plan (``multicast``).
 Errors: TTScheduleError when ``multicast=True`` was asked for and no read can be multicast (every read depends
@@ -84,7 +85,7 @@ def _route(axis: str, core, rows: int, cols: int) -> dict:
     return {"sender": sender, "first": list(sender), "last": last, "num_dests": dests, "is_sender": sends}
 
 
-def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
+def multicast_reuse(program: Program, func: tirx.PrimFunc, names, flush: bool = False) -> Program:
     schedule = records.schedule(func)
     lattice = _lattice(schedule)
     if lattice is None:
@@ -99,6 +100,7 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
     reader = program.kernels["reader"]
     groups: list[dict] = []
     lets: list = []
+    marked: dict[int, str] = {}     # id of a read_tiles call -> the group that multicasts its block
 
     def visit(body, loops, persistent):
         for node in body:
@@ -121,8 +123,7 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
                              "cb": cb, "tensor": tensor, "axis": axis,
                              "cores": [_route(axis, core, rows, cols) for core in schedule.cores]}
                     groups.append(group)
-                node.op = "read_tiles_mcast"
-                node.args = tuple(node.args) + (Lit(group["name"]),)
+                marked[id(node)] = group["name"]
 
     visit(reader.body, [], False)
     if not groups:
@@ -135,6 +136,58 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names) -> Program:
                                   fix="index one operand by the block row only and the other by the block column only, "
                                       "or use multicast=False")
         return program
-    reader.body.append(Call("noc_async_atomic_barrier", (), "multicast: the semaphore increments have completed"))
+    reader.body = [hold_valid(g["name"]) for g in groups] + _expand(reader.body, marked, flush) + [
+        Call("noc_async_atomic_barrier", (), "multicast: the semaphore increments have completed")]
     program.multicast = {"lattice": [rows, cols], "groups": groups}
     return program
+
+
+def _branch(group: str, sender: bool, body: list) -> For:
+    """``if (<group>_is_sender)`` (or its negation) around ``body``: the core's role is a reader runtime arg."""
+    is_sender = tirx.Var(f"{group}_is_sender", "int32")
+    cond = tirx.NE(is_sender, 0) if sender else tirx.EQ(is_sender, 0)
+    trips = tirx.Select(cond, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
+    return For(tirx.Var("role", "int32"), tirx.IntImm("int32", 0), trips, body,
+               "multicast sender" if sender else "multicast receiver", False, cond)
+
+
+def _expand(body: list, marked: dict, flush: bool) -> list:
+    """``body`` with each marked ``read_tiles`` (into the reserved back of its CB) as the handshake of its group:
+    the sender reads the block, waits until every receiver is ready, multicasts the block and then VALID; a
+    receiver clears its flag, signals ready and waits for VALID."""
+    out = []
+    for i, node in enumerate(body):
+        if isinstance(node, Call) and node.op == "noc_async_read_barrier" and i and id(body[i - 1]) in marked:
+            continue    # the sender's branch has its own barrier, and a receiver issues no read
+        if isinstance(node, For):
+            node.body = _expand(node.body, marked, flush)
+            out.append(node)
+            continue
+        if not isinstance(node, Call) or id(node) not in marked:
+            out.append(node)
+            continue
+        out += multicast_read(node, marked[id(node)], flush)
+    return out
+
+
+def multicast_read(read: Call, group: str, flush: bool) -> list:
+    """A ``read_tiles`` into the reserved back of its CB as the handshake of ``group``: the sender's branch (read,
+    read barrier, wait until every receiver is ready, reset the count, multicast the block, [flush], multicast
+    VALID) and the receivers' (clear the flag, signal ready, wait for VALID)."""
+    g, note = Lit(group), read.note
+    cb, rows, cols = read.args[0], read.args[4], read.args[5]
+    sender = [read, Call("noc_async_read_barrier", (), note),
+              Call("mcast_wait_ready", (g,), note), Call("mcast_reset_ready", (g,), note),
+              Call("mcast_write_block", (g, cb, rows * cols), note)]
+    if flush:   # Blackhole issues data and flag from separate command FIFOs: the data must leave first
+        sender.append(Call("noc_async_writes_flushed", (), note))
+    sender.append(Call("mcast_set_valid", (g,), note))
+    receiver = [Call("mcast_clear_valid", (g,), note), Call("mcast_signal_ready", (g,), note),
+                Call("mcast_wait_valid", (g,), note)]
+    return [_branch(group, True, sender), _branch(group, False, receiver)]
+
+
+def hold_valid(group: str) -> For:
+    """The sender's receiver semaphore holds VALID, the source word of the flag it multicasts (once, first)."""
+    return _branch(group, True, [Call("mcast_hold_valid", (Lit(group),),
+                                      "multicast: the sender's receiver semaphore holds the VALID it sends")])

@@ -21,6 +21,11 @@ Errors: TTVerifyError naming the rule, the kernel, the op and the TileLang state
                 init: reconfig_data_format* comes before the init it affects)
   read-barrier  a reader pushes a block only after ``noc_async_read_barrier``; a writer pops a block only
                 after ``noc_async_write_barrier``
+  multicast     each multicast group's handshake (TTMulticastReuse) in the reader: the sender first holds VALID;
+                each multicast read is a sender branch (read, read barrier, wait for every receiver, reset the
+                count, multicast the block it read, [flush on Blackhole], multicast VALID) followed by a receiver
+                branch (clear the flag, signal ready, wait for VALID), each under the core's role; no handshake
+                call outside them; the reader ends with noc_async_atomic_barrier
   unlowered     no pseudo op (``consume``) or virtual DST register survives
   l1-budget     the CBs fit the L1 a kernel can use; CB indices exist on the device
 """
@@ -32,7 +37,7 @@ from tvm import tirx
 
 from ..errors import TTVerifyError
 from ..intrinsics import CALLS
-from ..ttir import CB, Call, Dst, For, Program, VReg
+from ..ttir import CB, Call, Dst, For, Lit, Program, VReg
 from .hoist_inits import startup_formats
 
 _PHASES = {"tile_regs_acquire": ("idle", "math"), "tile_regs_commit": ("math", "committed"),
@@ -161,9 +166,9 @@ class _Verifier:
             self.front[name] -= n
 
     def noc(self, c: Call):
-        if c.op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window", "read_tiles_mcast"):
+        if c.op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window"):
             self.pending_noc.add(c.args[0].name)
-        else:
+        elif not c.op.startswith("mcast_") and c.op != "noc_async_writes_flushed":   # semaphores complete no read
             self.pending_noc.clear()
 
     # -- compute ---------------------------------------------------------------------------------------
@@ -292,7 +297,81 @@ def _check_pages(program: Program):
                                 op=name, source=program.source)
 
 
-def verify_program(program: Program, l1_budget: int, num_cbs: int) -> Program:
+_SENDER = ("read_tiles", "noc_async_read_barrier", "mcast_wait_ready", "mcast_reset_ready", "mcast_write_block",
+           "mcast_set_valid")
+_RECEIVER = ("mcast_clear_valid", "mcast_signal_ready", "mcast_wait_valid")
+
+
+def _role_branch(n) -> tuple[str, bool] | None:
+    """(group, sender?) of a branch on a multicast core's role: ``if (<group>_is_sender != 0)`` / ``== 0``."""
+    g = n.guard if isinstance(n, For) else None
+    if not isinstance(g, (tirx.NE, tirx.EQ)) or not isinstance(g.a, tirx.Var):
+        return None
+    if not g.a.name.endswith("_is_sender") or not (isinstance(g.b, tirx.IntImm) and g.b.value == 0):
+        return None
+    return g.a.name[:-len("_is_sender")], isinstance(g, tirx.NE)
+
+
+def _check_multicast(program: Program, flush: bool) -> None:
+    groups = {g["name"] for g in (program.multicast or {}).get("groups", [])}
+    body = program.kernels["reader"].body
+
+    def fail(msg, call=None):
+        raise TTVerifyError("multicast", msg, kernel="reader", op=call.op if call else "kernel end",
+                            source=program.source, note=(call.note or None) if call else None)
+
+    held, expect_receiver = set(), None
+
+    def walk(nodes):
+        nonlocal expect_receiver
+        for n in nodes:
+            branch = _role_branch(n) if isinstance(n, For) else None
+            if expect_receiver is not None and (branch is None or branch != (expect_receiver, False)):
+                fail(f"a multicast by the sender of {expect_receiver} is not followed by its receivers' branch",
+                     n if isinstance(n, Call) else None)
+            expect_receiver = None
+            if branch is not None and branch[0] in groups:
+                _branch(n, *branch)
+            elif isinstance(n, For):
+                walk(n.body)
+            elif isinstance(n, Call) and (n.op.startswith("mcast_") or n.op == "noc_async_writes_flushed"):
+                fail(f"{n.op} outside a branch on the core's multicast role", n)
+
+    def _branch(n, group, sender):
+        nonlocal expect_receiver
+        calls = [c for c in n.body if isinstance(c, Call)]
+        if any(isinstance(a, Lit) and a.text in groups and a.text != group for c in calls for a in c.args):
+            fail(f"the branch on {group}'s role runs another group's handshake", calls[0])
+        ops = tuple(c.op for c in calls)
+        if sender and ops == ("mcast_hold_valid",):
+            held.add(group)
+            return
+        if group not in held:
+            fail(f"{group}'s sender does not hold VALID before its first multicast", calls[0] if calls else None)
+        want = _SENDER[:-1] + (("noc_async_writes_flushed",) if flush else ()) + _SENDER[-1:] if sender else _RECEIVER
+        if ops != want:
+            fail(f"{group}'s {'sender' if sender else 'receiver'} runs {list(ops)}, not {list(want)}",
+                 calls[0] if calls else None)
+        if sender:
+            read, write = calls[0], calls[4]
+            tiles = read.args[4] * read.args[5]
+            if write.args[1] != read.args[0] or not _same(write.args[2], tiles):
+                fail(f"{group}'s sender multicasts {write.args[2]} tile(s) of {write.args[1].name}, not the "
+                     f"{tiles} it read into {read.args[0].name}", write)
+            expect_receiver = group
+
+    walk(body)
+    if expect_receiver is not None:
+        fail(f"a multicast by the sender of {expect_receiver} is not followed by its receivers' branch")
+    if groups and (not body or not isinstance(body[-1], Call) or body[-1].op != "noc_async_atomic_barrier"):
+        fail("the reader does not end with noc_async_atomic_barrier (its semaphore increments may be in flight)")
+
+
+def _same(a, b) -> bool:
+    return tvm.arith.Analyzer().can_prove_equal(tirx.const(0, "int64") + a, tirx.const(0, "int64") + b)
+
+
+def verify_program(program: Program, l1_budget: int, num_cbs: int, mcast_flush: bool = False) -> Program:
     total = sum(cb.bytes for cb in program.cbs.values())
     if total > l1_budget:
         raise TTVerifyError("l1-budget", f"CBs need {total} B of L1, the kernels can use {l1_budget} B",
@@ -304,4 +383,5 @@ def verify_program(program: Program, l1_budget: int, num_cbs: int) -> Program:
     for role, kernel in program.kernels.items():
         _Verifier(program, role).run(kernel)
     _check_pages(program)
+    _check_multicast(program, mcast_flush)
     return program

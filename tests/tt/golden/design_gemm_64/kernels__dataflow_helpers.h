@@ -108,6 +108,18 @@ inline void gather_row(uint32_t cb, uint32_t dst_row, const Accessor& tensor, co
     }
 }
 
+// A 16-bit element (bfloat16 / float16) used as a scalar: the kHalfChunk bytes of its tile page holding element
+// (row, col) -- face rows 2k and 2k + 1 -- into the start of the reserved page of `cb` (source and destination
+// aligned to the DRAM alignment of either arch); compute reads element (row % 2) * kFaceDim + col % kFaceDim of it.
+constexpr uint32_t kHalfChunk = 64;
+
+template <typename Accessor>
+inline void read_half(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row, uint32_t col) {
+    const uint32_t page = (row / kTileDim) * grid.tiles_w + col / kTileDim;
+    const uint32_t offset = tile_elem_offset(row % kTileDim, col % kTileDim) * sizeof(uint16_t);
+    noc_async_read(get_noc_addr(page, tensor, offset - offset % kHalfChunk), get_write_ptr(cb), kHalfChunk);
+}
+
 inline uint32_t index_value(uint32_t cb, uint32_t col) {
     const uint32_t addr = get_write_ptr(cb) + (col % kFaceDim) * sizeof(uint32_t);
 #ifdef TT_SIM_LINE   // tt-sim: L1 is the emulator's memory, loaded through its checks
@@ -186,7 +198,8 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
 // Multicast (TTMulticastReuse, tt-metal's matmul_multicore_reuse_mcast): one core of each group reads a block from
 // DRAM and multicasts it to the group's other cores, at the same L1 address (every core's CBs sit at the same
 // addresses and advance in step). Two semaphores per group: the sender's counts the receivers that have reserved
-// the block's pages, each receiver's turns VALID once the block has landed.
+// the block's pages, each receiver's turns VALID once the block has landed. The handshake itself is in the reader,
+// one call per step (TTMulticastReuse, the mcast_* operations of intrinsics.py, checked by VerifyTTProgram).
 constexpr uint32_t kSemInvalid = 0;
 constexpr uint32_t kSemValid = 1;
 
@@ -210,14 +223,9 @@ inline volatile tt_l1_ptr uint32_t* semaphore_ptr(uint32_t l1_addr) {
 inline McastGroup make_mcast_group(uint32_t sender_x, uint32_t sender_y, uint32_t first_x, uint32_t first_y,
                                    uint32_t last_x, uint32_t last_y, uint32_t num_dests, uint32_t is_sender,
                                    uint32_t sender_sem, uint32_t receiver_sem) {
-    const McastGroup group{sender_x, sender_y, first_x, first_y, last_x, last_y, num_dests, is_sender != 0,
-                           static_cast<uint32_t>(get_semaphore(sender_sem)),
-                           static_cast<uint32_t>(get_semaphore(receiver_sem))};
-    if (group.is_sender) {
-        // The sender's own receiver semaphore holds VALID: the source word of the flag it multicasts.
-        noc_semaphore_set(semaphore_ptr(group.receiver_sem_addr), kSemValid);
-    }
-    return group;
+    return McastGroup{sender_x, sender_y, first_x, first_y, last_x, last_y, num_dests, is_sender != 0,
+                      static_cast<uint32_t>(get_semaphore(sender_sem)),
+                      static_cast<uint32_t>(get_semaphore(receiver_sem))};
 }
 
 // The group's cores at L1 `l1_addr`: NOC0 walks the rectangle from its low corner, NOC1 from its high corner
@@ -225,32 +233,6 @@ inline McastGroup make_mcast_group(uint32_t sender_x, uint32_t sender_y, uint32_
 inline uint64_t mcast_addr(const McastGroup& group, uint32_t l1_addr) {
     return noc_index == 0 ? get_noc_multicast_addr(group.first_x, group.first_y, group.last_x, group.last_y, l1_addr)
                           : get_noc_multicast_addr(group.last_x, group.last_y, group.first_x, group.first_y, l1_addr);
-}
-
-// read_tiles for a multicast group, into the reserved back of `cb` (the caller reserves and pushes). The sender reads
-// the block, waits until every receiver has reserved it, multicasts it and then the VALID flag; a receiver resets
-// its flag, tells the sender it is ready and waits for VALID.
-template <typename Accessor>
-inline void read_tiles_mcast(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                             uint32_t rows, uint32_t cols, const McastGroup& group) {
-    volatile tt_l1_ptr uint32_t* sender_sem = semaphore_ptr(group.sender_sem_addr);
-    volatile tt_l1_ptr uint32_t* receiver_sem = semaphore_ptr(group.receiver_sem_addr);
-    if (group.is_sender) {
-        read_tiles(cb, tensor, grid, row0, col0, rows, cols);
-        noc_async_read_barrier();
-        noc_semaphore_wait(sender_sem, group.num_dests);
-        noc_semaphore_set(sender_sem, 0);
-        const uint32_t l1_addr = get_write_ptr(cb);
-        noc_async_write_multicast(l1_addr, mcast_addr(group, l1_addr), rows * cols * get_tile_size(cb),
-                                  group.num_dests);
-        // One NoC and static virtual channel keep the data ahead of the flag: no flush (Blackhole needs one).
-        noc_semaphore_set_multicast(group.receiver_sem_addr, mcast_addr(group, group.receiver_sem_addr),
-                                    group.num_dests);
-    } else {
-        noc_semaphore_set(receiver_sem, kSemInvalid);
-        noc_semaphore_inc(get_noc_addr(group.sender_x, group.sender_y, group.sender_sem_addr), 1);
-        noc_semaphore_wait(receiver_sem, kSemValid);
-    }
 }
 
 // The reduce scaler tile: zero, then 1.0 (bf16 0x3F80) in row 0 of every face, written with inline NoC writes to

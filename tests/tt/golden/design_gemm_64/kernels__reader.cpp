@@ -49,19 +49,48 @@ void kernel_main() {
     // B (in1) is multicast along each core column: this core's sender, rectangle and role are runtime args.
     const McastGroup mcast_B_blk = make_mcast_group(mcast_B_blk_sender_x, mcast_B_blk_sender_y, mcast_B_blk_first_x, mcast_B_blk_first_y, mcast_B_blk_last_x, mcast_B_blk_last_y, mcast_B_blk_num_dests, mcast_B_blk_is_sender, mcast_B_blk_sender_sem, mcast_B_blk_receiver_sem);
 
+    if (mcast_A_blk_is_sender != 0u) {  // multicast sender
+        // multicast: the sender's receiver semaphore holds the VALID it sends
+        noc_semaphore_set(semaphore_ptr(mcast_A_blk.receiver_sem_addr), kSemValid);
+    }
+    if (mcast_B_blk_is_sender != 0u) {  // multicast sender
+        noc_semaphore_set(semaphore_ptr(mcast_B_blk.receiver_sem_addr), kSemValid);
+    }
     for (uint32_t n = 0; n < count; ++n) {  // persistent loop over this core's blocks
         const uint32_t by = rect_y + n / rect_w;
         const uint32_t bx = rect_x + n % rect_w;
         for (uint32_t kk = 0; kk < 1u; ++kk) {
             // T.copy(A[by * 32, kk * 64], A_blk)
             cb_reserve_back(cb_A_blk, 2);
-            read_tiles_mcast(cb_A_blk, A, A_grid, by, kk * 2u, 1, 2, mcast_A_blk);
-            noc_async_read_barrier();
+            if (mcast_A_blk_is_sender != 0u) {  // multicast sender
+                read_tiles(cb_A_blk, A, A_grid, by, kk * 2u, 1, 2);
+                noc_async_read_barrier();
+                noc_semaphore_wait(semaphore_ptr(mcast_A_blk.sender_sem_addr), mcast_A_blk.num_dests);
+                noc_semaphore_set(semaphore_ptr(mcast_A_blk.sender_sem_addr), 0);
+                noc_async_write_multicast(get_write_ptr(cb_A_blk), mcast_addr(mcast_A_blk, get_write_ptr(cb_A_blk)), 2 * get_tile_size(cb_A_blk), mcast_A_blk.num_dests);
+                noc_semaphore_set_multicast(mcast_A_blk.receiver_sem_addr, mcast_addr(mcast_A_blk, mcast_A_blk.receiver_sem_addr), mcast_A_blk.num_dests);
+            }
+            if (mcast_A_blk_is_sender == 0u) {  // multicast receiver
+                noc_semaphore_set(semaphore_ptr(mcast_A_blk.receiver_sem_addr), kSemInvalid);
+                noc_semaphore_inc(get_noc_addr(mcast_A_blk.sender_x, mcast_A_blk.sender_y, mcast_A_blk.sender_sem_addr), 1);
+                noc_semaphore_wait(semaphore_ptr(mcast_A_blk.receiver_sem_addr), kSemValid);
+            }
             cb_push_back(cb_A_blk, 2);
             // T.copy(B[kk * 64, bx * 32], B_blk)
             cb_reserve_back(cb_B_blk, 2);
-            read_tiles_mcast(cb_B_blk, B, B_grid, kk * 2u, bx, 2, 1, mcast_B_blk);
-            noc_async_read_barrier();
+            if (mcast_B_blk_is_sender != 0u) {  // multicast sender
+                read_tiles(cb_B_blk, B, B_grid, kk * 2u, bx, 2, 1);
+                noc_async_read_barrier();
+                noc_semaphore_wait(semaphore_ptr(mcast_B_blk.sender_sem_addr), mcast_B_blk.num_dests);
+                noc_semaphore_set(semaphore_ptr(mcast_B_blk.sender_sem_addr), 0);
+                noc_async_write_multicast(get_write_ptr(cb_B_blk), mcast_addr(mcast_B_blk, get_write_ptr(cb_B_blk)), 2 * get_tile_size(cb_B_blk), mcast_B_blk.num_dests);
+                noc_semaphore_set_multicast(mcast_B_blk.receiver_sem_addr, mcast_addr(mcast_B_blk, mcast_B_blk.receiver_sem_addr), mcast_B_blk.num_dests);
+            }
+            if (mcast_B_blk_is_sender == 0u) {  // multicast receiver
+                noc_semaphore_set(semaphore_ptr(mcast_B_blk.receiver_sem_addr), kSemInvalid);
+                noc_semaphore_inc(get_noc_addr(mcast_B_blk.sender_x, mcast_B_blk.sender_y, mcast_B_blk.sender_sem_addr), 1);
+                noc_semaphore_wait(semaphore_ptr(mcast_B_blk.receiver_sem_addr), kSemValid);
+            }
             cb_push_back(cb_B_blk, 2);
         }
     }
