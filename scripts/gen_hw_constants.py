@@ -49,6 +49,9 @@ def render(t) -> str:
     o += ["// every tt::DataFormat enumerator, for the SDK-shaped enum class in tt-metalium/host_api.hpp",
           "#define TT_SIM_DATA_FORMAT_ENUMERATORS \\",
           "    " + ", ".join(f"{k} = {v}" for k, v in t.DATA_FORMAT_ENUM.items())]
+    o += ["// every tt::MathFidelity enumerator but Invalid, for tt-metalium/host_api.hpp",
+          "#define TT_SIM_MATH_FIDELITY_ENUMERATORS \\",
+          "    " + ", ".join(f"{k} = {v}" for k, v in t.MATH_FIDELITY_ENUM.items())]
     o += ["", "// devices",
           "struct ArchInfo {", "    const char* name;", "    uint32_t grid_x, grid_y;",
           "    uint32_t l1_bytes, l1_unreserved_base, mem_zeros_base, mem_zeros_size;",

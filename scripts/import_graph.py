@@ -35,8 +35,8 @@ LAYERS = [
         "target", "compute_config", "ttir", "ttir_json", "blockfloat", "plan", "mesh_plan", "summary", "_tilelang_hooks",
         "version", "progress", "dims"]),
     ("passes: TIR passes, TT program passes, verifier", ["transform", "transform.*"]),
-    ("compile: pass order, TT program build, printers, plan", ["kernel_context", "pipeline", "printer", "coverage",
-                                                              "codegen"]),
+    ("compile: pass order, TT program build, printers, plan", ["kernel_context", "program_interface", "pipeline",
+                                                              "printer", "coverage", "codegen"]),
     ("run and check: emulator, model, real headers, cache, runtime", [
         "emulator", "run_artifact", "work_counts", "mesh_model", "perf_model", "trace", "ttnn_reference", "realcheck", "realcheck.*", "profiler",
         "cache", "package", "torch_ops", "runtime"]),

@@ -27,7 +27,7 @@ CB = "tt.cb"                          # MemorySpaceLowerTT: {buffer: {index, for
 TENSORIZED = "tt.tensorized"          # TensorizeTT: True once every tile op is a TT intrinsic
 SOURCE = "tt.source"                  # pipeline: "file:line (kernel name)" of the TileLang function
 DEVICE = "tt.device"                  # pipeline: the arch name
-OPTIONS = "tt.options"                # pipeline: target options (max_cores, tensorize, ...)
+COMPUTE = "tt.compute"                # pipeline: the compute configuration (records.Compute); TensorizeTT: DST mode
 LOWERED = "tt.lowered"                # pipeline: the function as the TT passes left it, for codegen
 
 # Loop annotations.
@@ -46,5 +46,5 @@ def put(func, values: dict):
 
 ALL_KEYS = (
     SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, MESH_ANNOTATION, MESH, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
-    CB, TENSORIZED, SOURCE, DEVICE, OPTIONS, LOWERED, PERSISTENT_LOOP, GUARD, SUPER_BLOCK, HOST_UNPACK,
+    CB, TENSORIZED, SOURCE, DEVICE, COMPUTE, LOWERED, PERSISTENT_LOOP, GUARD, SUPER_BLOCK, HOST_UNPACK,
 )

@@ -44,7 +44,7 @@ def _fmt(fmt: str) -> dict:
     return FORMATS[fmt]
 
 
-# ---- tile layout (the convention of emulator.tilize/untilize) ------------------------------------------------
+# ---- tile layout: what the host program's data files hold (emulator.py) ------------------------------------------
 def tilize(array: np.ndarray) -> np.ndarray:
     """Row-major (..., H, W), H and W multiples of 32 -> (ntiles, 1024) in face order, tiles row-major."""
     a = np.asarray(array)

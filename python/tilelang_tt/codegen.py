@@ -27,11 +27,12 @@ from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
 from .kernel_context import KernelContext, dim as _dim
 from .mesh_plan import globalize_buffers, mesh_entry
 from .pipeline import build_program
+from .program_interface import MCAST_ARGS, kernel_tensors, tiles
 from .printer import call_text, half_widenings, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.prune_program import kernel_reads
-from .ttir import CB, Call, Tensor, calls, dump, walk
+from .ttir import CB, Call, calls, dump, walk
 
 logger = logging.getLogger(__name__)
 
@@ -72,17 +73,6 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     return Artifact(ctx.name, _render(ctx, program, plan), plan)
 
 
-# The reader runtime args of one multicast group (TTMulticastReuse), in order: the sender's NoC coordinates, the
-# group's low and high corners, how many cores receive, whether this core sends, the two semaphore ids.
-MCAST_ARGS = ("sender_x", "sender_y", "first_x", "first_y", "last_x", "last_y", "num_dests", "is_sender",
-              "sender_sem", "receiver_sem")
-
-
-def _kernel_tensors(ctx: KernelContext, program, role: str) -> list[int]:
-    used = {a.name for c in calls(program.kernels[role].body) for a in c.args if isinstance(a, Tensor)}
-    return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
-
-
 def _written_tensors(ctx: KernelContext, program) -> list[int]:
     """The tensors the writer stores to (an index tensor the writer reads is an input)."""
     used = {c.args[1].name for c in calls(program.kernels["writer"].body) if c.op.startswith("write_tiles")}
@@ -98,25 +88,18 @@ def _guarded_writes(ctx: KernelContext, program) -> set[int]:
 
 
 def _kernel_specs(ctx: KernelContext, program) -> dict:
-    shape_names = [v.name for v in ctx.shape_vars]
-    kernels = {}
+    """The plan's kernels, from the program's interface (``program_interface.py``): files, processors, each data
+    movement kernel's tensor accessors and every kernel's runtime-argument layout."""
+    args, kernels = program.interface["runtime_args"], {}
     for role in ("reader", "writer"):
-        names = [ctx.tensor_names[i] for i in _kernel_tensors(ctx, program, role)]
-        layout = [{"name": f"{t}_addr", "kind": "buffer_address", "buffer": t} for t in names]
-        layout += [{"name": n, "kind": "schedule"} for n in ctx.rt_names]
-        layout += [{"name": n, "kind": "shape"} for n in shape_names]
-        layout += [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]
-        if role == "reader" and program.multicast:   # per group: the core's route (TTMulticastReuse), semaphores
-            layout += [{"name": f"{g['name']}_{f}", "kind": "multicast", "group": i, "field": f}
-                       for i, g in enumerate(program.multicast["groups"]) for f in MCAST_ARGS]
+        names = [t["name"] for t in program.interface["tensors"] if role in t["roles"]]
         kernels[role] = {"file": KERNEL_FILES[role], "processor": "RISCV_1" if role == "reader" else "RISCV_0",
                          "noc": "RISCV_1_default" if role == "reader" else "RISCV_0_default",
-                         "compile_args": [{"tensor_accessor": t} for t in names], "runtime_args": {"layout": layout}}
+                         "compile_args": [{"tensor_accessor": t} for t in names],
+                         "runtime_args": {"layout": list(args[role])}}
     kernels["compute"] = {"file": KERNEL_FILES["compute"], "math_fidelity": ctx.math_fidelity,
                           "fp32_dest_acc_en": ctx.fp32_acc, "compile_args": [],
-                          "runtime_args": {"layout": [{"name": n, "kind": "schedule"} for n in ctx.rt_names] +
-                                                      [{"name": n, "kind": "shape"} for n in shape_names] +
-                                                      [{"name": v.name, "kind": "scalar"} for _, v, _ in ctx.scalars]}}
+                          "runtime_args": {"layout": list(args["compute"])}}
     unpack_to_dest = compute_config.unpack_to_dest_cbs(program, ctx.fp32_acc)
     if unpack_to_dest:   # Float32 CBs compute only copies into DST: UnpackToDestFp32 in the ComputeConfig
         kernels["compute"]["unpack_to_dest"] = unpack_to_dest
@@ -126,14 +109,14 @@ def _kernel_specs(ctx: KernelContext, program) -> dict:
 def _buffers(ctx: KernelContext, program) -> list:
     writes = _written_tensors(ctx, program)
     guarded = _guarded_writes(ctx, program)
-    reads = [i for i in {*_kernel_tensors(ctx, program, "reader"), *_kernel_tensors(ctx, program, "writer")}
-             if i not in writes or i in _kernel_tensors(ctx, program, "reader")]
+    reader = kernel_tensors(ctx, program, "reader")
+    reads = [i for i in {*reader, *kernel_tensors(ctx, program, "writer")} if i not in writes or i in reader]
     out = []
     for i, buf in ctx.tensors:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
         pad, stored = records.padding(ctx.func, buf.name), records.shard(ctx.func, buf.name)
         logical = ctx.dims(pad.logical)
-        num_pages = _mul(_tiles(shape[-2]), _tiles(shape[-1]))
+        num_pages = _mul(tiles(shape[-2]), tiles(shape[-1]))
         io = "inout" if i in writes and (i in reads or i in guarded) else "input" if i in reads \
             else "output" if i in writes else "unused"
         fmt = tensor_format(buf.dtype, stored.format, "input" if io == "unused" else io,
@@ -187,18 +170,17 @@ def _plan(ctx: KernelContext, program) -> dict:
         "scalar_args": [{"name": v.name, "param_index": i, "dtype": d} for i, v, d in ctx.scalars],
         "buffers": _buffers(ctx, program), "cbs": _plan_cbs(program), "kernels": _kernel_specs(ctx, program),
         "math_fidelity": ctx.math_fidelity,
-        "precision": compute_config.precision(program, ctx.fp32_acc, ctx.opts),
+        "precision": compute_config.precision(program, ctx.fp32_acc, ctx.compute),
     }
     # an output the writer does not store whole keeps the caller's elements: the host uploads it first
     partial = coverage.partially_written({role: k.body for role, k in program.kernels.items()}, plan)
     for buf in plan["buffers"]:
         if buf["name"] in partial:
             buf["io"] = "inout"
-    for key, record in (("sdpa", records.sdpa(ctx.func)), ("super_block", records.super_block(ctx.func))):
+    for key, record in (("sdpa", records.sdpa(ctx.func)), ("super_block", records.super_block(ctx.func)),
+                        ("row_stream", records.row_stream(ctx.func))):
         if record is not None:
             plan[key] = record.as_dict()
-    if attrs.ROW_STREAM in ctx.func.attrs:
-        plan["row_stream"] = records.plain(ctx.func.attrs[attrs.ROW_STREAM])
     if program.multicast:
         plan["multicast"] = program.multicast
     if attrs.MESH in ctx.func.attrs:     # MeshSplitTT: the host's buffers are global, each sharded or replicated
@@ -226,16 +208,8 @@ def _layout_used(kernel: dict, names: set) -> dict:
 
 def _render_dataflow(ctx: KernelContext, program, plan, role: str) -> str:
     body = program.kernels[role].body
-    tensors, needed = [], kernel_reads(body)
-    for i in _kernel_tensors(ctx, program, role):
-        buf = ctx.func.buffer_map[ctx.func.params[i]]
-        shape = ctx.shape(buf)
-        rows, cols = shape[-2], shape[-1]
-        dims = (_tiles(rows), _tiles(cols), _last(rows), _last(cols))
-        needed |= ctx.shape_vars_of(buf)
-        tensors.append({"name": ctx.tensor_names[i], "tiles_h": dims[0], "tiles_w": dims[1], "last_rows": dims[2],
-                        "last_cols": dims[3], "shape": "x".join(map(str, shape)), "dtype": str(buf.dtype),
-                        "static": all(isinstance(v, int) for v in dims)})
+    tensors = [t for t in program.interface["tensors"] if role in t["roles"]]
+    needed = kernel_reads(body).union(*(t["shape_vars"] for t in tensors))
     return _ENV.get_template("dataflow.cpp.j2").render(
         role=role, name=ctx.name, source=comment_text(ctx.src), grid=ctx.grid, grid_text=ctx.grid_text,
         kernel=_layout_used(plan["kernels"][role], needed), tensors=tensors, cbs=_cb_decls(ctx, program, body),
@@ -270,15 +244,6 @@ def _render(ctx: KernelContext, program, plan) -> dict[str, str]:
         "host.cpp": _ENV.get_template("host.cpp.j2").render(plan=plan, exe=exe),
         "CMakeLists.txt": _ENV.get_template("CMakeLists.txt.j2").render(name=ctx.name, exe=exe),
     }
-
-
-def _tiles(n):
-    return -(-n // 32) if isinstance(n, int) else f"(({n}) + 31u) / 32u"
-
-
-def _last(n):
-    """Valid elements in the last tile along a dimension of n elements."""
-    return n - 32 * (-(-n // 32) - 1) if isinstance(n, int) else f"(({n}) - 32u * ((({n}) + 31u) / 32u - 1u))"
 
 
 def _mul(a, b):

@@ -13,7 +13,7 @@ TT_KERNEL_PATTERNS.md 5.2); fp32 accumulation (``default_fp32_acc``) when the ou
 existed, whenever the compute kernel touches a float32 CB (``TensorizeTT``), which includes a float32 output.
 Packer L1 accumulation (ttnn's ``packer_l1_acc``) is on unless the annotation or the target option turns it off;
 TensorizeTT applies it where it can (``accumulate`` of each CB-resident matmul accumulator).
-The resolved values are written to the function's ``tt.options`` and from there reach the plan
+The resolved values are written to the function's ``tt.compute`` (``records.Compute``) and from there reach the plan
 (``math_fidelity``, ``kernels.compute.fp32_dest_acc_en``) and the host program's ``ComputeConfig``.
 """
 
@@ -276,8 +276,8 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
     return out
 
 
-def precision(program, fp32_acc: bool, resolved: dict) -> dict:
-    """The plan's ``precision``: ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
+def precision(program, fp32_acc: bool, resolved) -> dict:
+    """The plan's ``precision`` (``resolved``: the kernel's ``records.Compute``): ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
     compute kernel ("reduce", "matmul", "eltwise") the least exact path any of its calls takes (``PRECISION_PATHS``);
     ``float32_operands``: how Float32 CBs reach SrcA/SrcB in this kernel; ``float16_pack``: "bf16" when a Float16
     CB is packed from an fp32 DST (8 significant bits: TT_KERNEL_PATTERNS.md 5b; tt-sim models it); ``dst``: the
@@ -311,14 +311,13 @@ def precision(program, fp32_acc: bool, resolved: dict) -> dict:
                 note(kind, src)
         elif c.op.startswith("sfpu_reduce"):
             note(kind, "fp32")
-    out = {"allow_tf32": bool(resolved.get("allow_tf32", False)),
-           "allow_tf32_source": str(resolved.get("allow_tf32_source", "default (exact float32)")),
+    out = {"allow_tf32": bool(resolved.allow_tf32), "allow_tf32_source": resolved.allow_tf32_source,
            "float32_operands": src, "ops": dict(sorted(worst.items())),
            "dst": "fp32" if fp32_acc else "16-bit"}
     if fp16_pack:
         out["float16_pack"] = "bf16"
-    operands = _matmul_operands(body, program, src, str(resolved.get("math_fidelity", "HiFi4")))
+    operands = _matmul_operands(body, program, src, resolved.math_fidelity)
     if operands:
         out["matmul_operands"] = operands
-        out["math_fidelity_source"] = str(resolved.get("math_fidelity_source", "default"))
+        out["math_fidelity_source"] = resolved.math_fidelity_source
     return out

@@ -257,6 +257,8 @@ def get_device(arch: str) -> DeviceProfile:
 # MVMUL per cycle, 16 per phase per tile). PERF_ANCHORS sec. 2 [S] S1 (utilization formula), S3, S4.
 FPU_CYCLES_PER_TILE_MATMUL = {"LoFi": 16, "HiFi2": 32, "HiFi3": 48, "HiFi4": 64}
 FIDELITY_PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+# MathFidelity's values (tt-llk llk_defs.h of the 0.81 wheel): the host API's enum and the compute kernels' defines
+MATH_FIDELITY_ENUM = {"LoFi": 0, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 TILE_MATMUL_FLOPS = 2 * TILE ** 3      # one 32x32x32 tile matmul: a multiply and an add per MAC
 
 

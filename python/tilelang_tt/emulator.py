@@ -26,7 +26,7 @@ import numpy as np
 
 from . import blockfloat
 from .dims import dim_value
-from .device import BFP_INT_RANGE, STORAGE_TILE_FORMAT, TILE_FORMATS
+from .device import BFP_INT_RANGE, STORAGE_TILE_FORMAT, TILE, TILE_FORMATS
 from .errors import TTCallError, TTError
 from .progress import spinner
 
@@ -186,22 +186,6 @@ def _launch(exe: Path, data_dir: Path, artifact_dir: Path, env: dict, timeout_s:
         logger.warning("tilelang-tt: removed damaged kernel objects %s from %s (exit code %s); running again",
                        ", ".join(removed), env["TT_SIM_CACHE_DIR"], proc.returncode)
     return proc
-
-
-# ---- tile layout --------------------------------------------------------------------------------------
-def tilize(array: np.ndarray) -> np.ndarray:
-    """Row-major (..., H, W) -> flat tiles (row-major over the tile grid) of four 16x16 faces."""
-    h, w = array.shape[-2:]
-    lead = int(np.prod(array.shape[:-2], dtype=np.int64)) if array.ndim > 2 else 1
-    t = array.reshape(lead * h // 32, 2, 16, w // 32, 2, 16)
-    return np.ascontiguousarray(t.transpose(0, 3, 1, 4, 2, 5)).reshape(-1)
-
-
-def untilize(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    h, w = shape[-2:]
-    lead = int(np.prod(shape[:-2], dtype=np.int64)) if len(shape) > 2 else 1
-    t = flat.reshape(lead * h // 32, w // 32, 2, 2, 16, 16)
-    return np.ascontiguousarray(t.transpose(0, 2, 4, 1, 3, 5)).reshape(shape)
 
 
 POISON_ENV = "TILELANG_TT_POISON_PADDING"
@@ -413,13 +397,13 @@ def _write_inputs(data_dir: Path, plan: dict, tensors: dict[int, object], shapes
         if "host_unpack" in buf:
             value = unpack_host(value, buf["host_unpack"])
         view = tuple(int(dim_value(d, shapes)) for d in buf.get("view", buf["shape"]))
-        dims[buf["name"]] = (view, tuple(-(-n // 32) * 32 for n in view))
+        dims[buf["name"]] = (view, tuple(-(-n // TILE) * TILE for n in view))
         if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
             to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
         elif buf["io"] in ("input", "inout"):
             raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"], buf["dtype"]), buf), buf).reshape(view),
                          dims[buf["name"]][1], buf["format"])
-            tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
+            blockfloat.tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
     return dims
 
 
@@ -433,7 +417,7 @@ def _read_outputs(data_dir: Path, plan: dict, tensors: dict[int, object], dims: 
                                              buf["format"], dims[buf["name"]][1])
             else:
                 raw = np.fromfile(data_dir / f"{buf['name']}.bin", dtype=_NP_DTYPES[buf["format"]])
-                grid = untilize(raw, dims[buf["name"]][1])
+                grid = blockfloat.untilize(raw, dims[buf["name"]][1])
             padded_outputs[buf["name"]] = grid
             logical = _unpad_rows(grid[tuple(slice(0, n) for n in dims[buf["name"]][0])], buf)
             _store(tensors[buf["param_index"]], np.ascontiguousarray(logical),

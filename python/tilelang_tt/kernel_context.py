@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from . import attrs
+from . import attrs, records
 from .artifact import safe_name
 from .device import SCALAR_PARAM_DTYPES, get_device
 from .errors import TTUnsupportedError
@@ -28,11 +28,11 @@ class KernelContext:
         self.src = source_of(func)
         self.name = safe_name(str(func.attrs["global_symbol"]))
         self.dev = get_device(options.arch)
-        opts = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
-        self.opts = opts
-        self.fp32_acc = bool(opts.get("fp32_dest_acc", False))
-        # resolved once by the TIR pipeline (annotation > target option > ttnn default for the data formats)
-        self.math_fidelity = str(opts["math_fidelity"])
+        # resolved once by the TIR pipeline (annotation > target option > ttnn default for the data formats); the
+        # DST mode by TensorizeTT
+        self.compute = records.compute(func)
+        self.fp32_acc = bool(self.compute.fp32_dest_acc)
+        self.math_fidelity = self.compute.math_fidelity
         self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
         self.names = NameSupply()
         self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]

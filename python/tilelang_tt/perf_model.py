@@ -44,7 +44,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import mesh_model
-from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE_MATMUL_FLOPS, get_perf
+from .device import FIDELITY_PHASES, FPU_CYCLES_PER_TILE_MATMUL, SFPU_CYCLES, TILE_FORMATS, TILE_MATMUL_FLOPS, get_perf
 from .intrinsics import CALLS
 from .work_counts import CoreWork, StaticCountError, program_work, shared_static_work, static_work
 
@@ -229,8 +229,9 @@ def counter_work(plan: dict, report: dict, static: list[CoreWork] | None = None)
     packs ran, not which ops nor how many bytes each moved: that breakdown comes from the static counts of the
     same core scaled to the counters, or else from the plan's CB page sizes (other tile ops costed as copies)."""
     by_core = {tuple(w.core): w for w in static or []}
-    in_page = max([cb["page_size"] for cb in plan["cbs"] if "reader" in cb["producer"]] or [2048])
-    out_page = max([cb["page_size"] for cb in plan["cbs"] if "writer" in cb["consumer"]] or [2048])
+    bf16_tile = TILE_FORMATS["Float16_b"].tile_bytes     # a plan without such CBs: costed as bf16 tiles
+    in_page = max([cb["page_size"] for cb in plan["cbs"] if "reader" in cb["producer"]] or [bf16_tile])
+    out_page = max([cb["page_size"] for cb in plan["cbs"] if "writer" in cb["consumer"]] or [bf16_tile])
     works = []
     for c in report.get("cores", []):
         core = tuple(c["core"])

@@ -2,7 +2,9 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+    BindTarget -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> ColumnReadsTT
+               -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT -> GridToPersistentTT
+               -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
@@ -50,7 +52,7 @@ from pathlib import Path
 from tvm import IRModule, tirx
 from tvm.target import Target
 
-from . import attrs, compute_config
+from . import attrs, compute_config, program_interface, records
 from .kernel_context import KernelContext
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
@@ -117,7 +119,7 @@ def lower_candidate(func, options: TTOptions, program: bool = False):
     start = next(i for i, (name, _) in enumerate(seq) if name == CANDIDATE_FROM)
     for _, fn in seq[start:]:
         func = fn(func)
-    if program and attrs.OPTIONS in func.attrs and options.tensorize:
+    if program and records.compute(func) is not None and options.tensorize:
         build_program(func, KernelContext(func, options), options)
     return func
 
@@ -176,6 +178,7 @@ def build_program(func, ctx, options: TTOptions):
     for step, (name, fn) in enumerate(program_passes(ctx), start=base + 1):
         program = fn(program)
         _dump_text(ctx.name, f"{step:02d}_{name}.txt", lambda p=program: dump(p))
+    program.interface = program_interface.describe(ctx, program)
     return program
 
 
@@ -183,7 +186,7 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     if target is not None:
         mod = tirx.transform.BindTarget(target)(mod)
     _dump(mod, 0, "Input")
-    mod = IRModule({gv: attrs.put(f, {attrs.OPTIONS: {**options.as_dict(), **compute_config.resolve(f, options)},
+    mod = IRModule({gv: attrs.put(f, {attrs.COMPUTE: records.Compute(**compute_config.resolve(f, options)).as_dict(),
                                       attrs.DEVICE: options.arch, attrs.SOURCE: source_of(f)})
                     for gv, f in mod.functions.items()})
     for step, (name, fn) in enumerate(passes(options), start=1):

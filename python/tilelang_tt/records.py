@@ -10,6 +10,9 @@ codegen and the plan read it back with the reader below, as an object with named
     Schedule      GridToPersistentTT      tt.schedule        TTShardToCoreMap, TTMulticastReuse, codegen
     Sdpa          SDPAFusionTT            tt.sdpa            GridToPersistentTT, SuperBlockTT, RowStreamTT, codegen
     SuperBlock    SuperBlockTT            tt.super_block     TTMulticastReuse, RowStreamTT, codegen
+    RowStream     RowStreamTT             tt.row_stream      codegen
+    Compute       the pipeline, then      tt.compute         SuperBlockTT, TensorizeTT, LowerToTTProgram, codegen
+                  TensorizeTT (DST mode)
 
 ``as_dict()`` gives the record as the plan's JSON has it.
 """
@@ -120,6 +123,21 @@ class SuperBlock(_Record):
     _optional = ("padded_grid",)
 
 
+class RowStream(_Record):
+    """RowStreamTT's sweep of a row block wider than L1: the row width, the column chunk and the sweeps (one per
+    reduction the row needs)."""
+    _fields = ("width", "chunk", "sweeps")
+
+
+class Compute(_Record):
+    """The compute kernel's configuration, resolved once from ``T.annotate_tt_compute`` > target option > ttnn's
+    default (``compute_config.resolve``): math fidelity, fp32 DST accumulation (None until TensorizeTT decides it
+    from the data), packer L1 accumulation, TF32 operands, and who chose the fidelity and TF32."""
+    _fields = ("math_fidelity", "fp32_dest_acc", "math_fidelity_source", "packer_l1_acc", "allow_tf32",
+               "allow_tf32_source")
+    _optional = ("fp32_dest_acc",)
+
+
 def _get(func, key):
     return func.attrs[key] if func.attrs is not None and key in func.attrs else None
 
@@ -170,3 +188,22 @@ def put_super_block(func, record: SuperBlock):
 def super_block(func) -> SuperBlock | None:
     value = _get(func, attrs.SUPER_BLOCK)
     return None if value is None else SuperBlock.from_attr(value)
+
+
+def put_compute(func, record: Compute):
+    return attrs.put(func, {attrs.COMPUTE: record.as_dict()})
+
+
+def compute(func) -> Compute | None:
+    """The compute configuration (None for a function the TT pipeline did not start)."""
+    value = _get(func, attrs.COMPUTE)
+    return None if value is None else Compute.from_attr(value)
+
+
+def put_row_stream(func, record: RowStream):
+    return attrs.put(func, {attrs.ROW_STREAM: record.as_dict()})
+
+
+def row_stream(func) -> RowStream | None:
+    value = _get(func, attrs.ROW_STREAM)
+    return None if value is None else RowStream.from_attr(value)

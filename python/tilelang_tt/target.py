@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import tvm_ffi
 from tvm.target import Target
@@ -169,11 +170,17 @@ def is_tt_target(target: Target) -> bool:
 
 
 def options_from_target(target: Target) -> TTOptions:
+    """The options a tt target carries, parsed once per target: the pipeline, the codegen and the runtime each
+    receive the Target from TileLang and get the same (immutable) TTOptions."""
     if not is_tt_target(target):
         raise TTTargetError(f"{target} is not a tt target", construct="target")
-    values: dict[str, object] = {"arch": str(target.attrs.get("model", DEFAULT_ARCH))}
-    for key in target.keys:
-        key = str(key)
+    return _parse_target(str(target.attrs.get("model", DEFAULT_ARCH)), tuple(str(k) for k in target.keys))
+
+
+@lru_cache(maxsize=64)
+def _parse_target(arch: str, keys: tuple[str, ...]) -> TTOptions:
+    values: dict[str, object] = {"arch": arch}
+    for key in keys:
         if key.startswith(_OPT_PREFIX):
             name, _, value = key[len(_OPT_PREFIX):].partition("=")
             values[name] = None if value == "None" else value

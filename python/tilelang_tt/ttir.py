@@ -177,15 +177,18 @@ class CBInfo(_Node):
 
 
 class Program(_Node):
-    _fields = ("name", "kernels", "cbs", "dst_capacity", "source", "fp32_dest_acc", "multicast")
+    _fields = ("name", "kernels", "cbs", "dst_capacity", "source", "fp32_dest_acc", "multicast", "interface")
 
     def __init__(self, name: str, kernels: dict, cbs: dict, dst_capacity: int, source: str | None = None,
-                 fp32_dest_acc: bool = False, multicast: dict | None = None):
+                 fp32_dest_acc: bool = False, multicast: dict | None = None, interface: dict | None = None):
         self.name = name
         self.kernels = kernels                           # role -> Kernel
         self.cbs = cbs                                   # name -> CBInfo
         self.dst_capacity, self.source, self.fp32_dest_acc = dst_capacity, source, fp32_dest_acc
         self.multicast = multicast    # TTMulticastReuse: {"lattice": [rows, cols], "groups": [...]}, None without
+        # the tensors each data-movement kernel addresses and every kernel's runtime arguments, in order
+        # (program_interface.py; recorded by pipeline.build_program after the program passes)
+        self.interface = interface
 
 
 _VREGS = itertools.count()

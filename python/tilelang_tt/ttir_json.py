@@ -5,7 +5,7 @@ tools (the performance model walks it; ``load(dump(...))`` gives back nodes that
 expressions stay expression trees, never C++ text, and ``evaluate`` computes them for one core's values.
 
 Encoding (``FORMAT`` 1)
-  program   {"format", "name", "dst_capacity", "fp32_dest_acc", "source", "multicast", "cbs": [cb], "kernels":
+  program   {"format", "name", "dst_capacity", "fp32_dest_acc", "source", "multicast", "interface", "cbs": [cb], "kernels":
             {role: {"startup": call | null, "body": [node]}}}
   node      {"for": var, "min": e, "extent": e, "body": [node], "note", "persistent", "guard": e | null} | {"let": var, "value": e}
             | {"call": op, "args": [arg], "note", "origin"}
@@ -117,6 +117,7 @@ def to_json(program: ttir.Program) -> dict:
                       "body": _body_to_json(k.body)} for role, k in program.kernels.items()}
     return {"format": FORMAT, "name": program.name, "dst_capacity": program.dst_capacity,
             "fp32_dest_acc": program.fp32_dest_acc, "source": program.source, "multicast": program.multicast,
+            "interface": program.interface,
             "cbs": cbs, "kernels": kernels}
 
 
@@ -208,7 +209,7 @@ def from_json(data: dict) -> ttir.Program:
     kernels = {role: ttir.Kernel(role, r.body(k["body"]), r.call(k["startup"]) if k["startup"] else None)
                for role, k in data["kernels"].items()}
     return ttir.Program(data["name"], kernels, cbs, data["dst_capacity"], data.get("source"),
-                        data.get("fp32_dest_acc", False), data.get("multicast"))
+                        data.get("fp32_dest_acc", False), data.get("multicast"), data.get("interface"))
 
 
 def load(path: Path) -> ttir.Program:

@@ -20,6 +20,7 @@ import tilelang_tt  # noqa: F401
 from tilelang_tt import emulator
 from tilelang_tt.emulator import TTSimError
 from tilelang_tt.errors import TTScheduleError
+from tilelang_tt.program_interface import MCAST_ARGS
 
 from .helpers import broken_copy
 
@@ -105,7 +106,7 @@ def test_routes_are_computed_by_the_pass_and_only_printed_by_the_host():
         assert groups["B"]["cores"][i] == {"sender": [0, x], "first": [0, x], "last": [rows - 1, x],
                                            "num_dests": rows - 1, "is_sender": y == 0}
     layout = [a for a in plan["kernels"]["reader"]["runtime_args"]["layout"] if a["kind"] == "multicast"]
-    assert [(a["group"], a["field"]) for a in layout] == [(g, f) for g in range(2) for f in codegen.MCAST_ARGS]
+    assert [(a["group"], a["field"]) for a in layout] == [(g, f) for g in range(2) for f in MCAST_ARGS]
     host = kernel.get_host_source()
     assert "kLattice" not in host and "work.x == 0" not in host and "work.y == 0" not in host
     moved = json.loads(json.dumps(plan))

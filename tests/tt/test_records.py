@@ -48,3 +48,32 @@ def test_a_record_refuses_unknown_and_missing_fields():
     with pytest.raises(TypeError, match=r"Padding needs \['padded'\]"):
         records.Padding(logical=[32, 32], view=[32, 32])
     assert records.Padding(logical=[32, 32], view=[32, 32], padded=[32, 32]).is_whole_tiles
+
+
+def test_compute_record_is_resolved_once_and_completed_by_tensorize():
+    """The compute configuration (annotation > target option > ttnn default) is one record: the pipeline writes it,
+    TensorizeTT fills in the DST mode, the plan reads it."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def scale(A: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(2, threads=128) as by:
+            T.annotate_tt_compute(math_fidelity="HiFi3")
+            for i, j in T.Parallel(32, 64):
+                C[by * 32 + i, j] = A[by * 32 + i, j] * 2.0
+
+    lowered, opts = lower(scale, max_cores=2)
+    config = records.compute(lowered)
+    assert (config.math_fidelity, config.math_fidelity_source) == ("HiFi3", "T.annotate_tt_compute")
+    assert config.fp32_dest_acc in (True, False) and config.allow_tf32 is False
+    plan = generate(lowered, opts).plan
+    assert plan["kernels"]["compute"]["math_fidelity"] == "HiFi3"
+    assert plan["kernels"]["compute"]["fp32_dest_acc_en"] == config.fp32_dest_acc
+    assert records.compute(lower(K.elementwise_add(), math_fidelity="LoFi")[0]).math_fidelity_source == "target option"
+
+
+def test_row_stream_record_is_the_plans():
+    lowered, opts = lower(K.softmax(64, 32768, 32, "float32"))
+    stream = records.row_stream(lowered)
+    assert stream.width == 32768 and stream.sweeps == 3
+    assert generate(lowered, opts).plan["row_stream"] == stream.as_dict()

@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..artifact import staged_directory
+from ..device import MATH_FIDELITY_ENUM
 from .sdk import TTCheckError, cache_root, headers_dir, libtt_metal
 
 CXX = "g++"
@@ -80,7 +81,7 @@ ENUMS: dict[str, tuple[str, list[tuple[str, int]]]] = {
     "NOC": ("enum NOC : std::uint8_t", [("RISCV_0_default", 0), ("RISCV_1_default", 1)]),
     "NOC_MODE": ("enum NOC_MODE : std::uint8_t", [("DM_DEDICATED_NOC", 0), ("DM_DYNAMIC_NOC", 1)]),
     "MathFidelity": ("enum class MathFidelity : std::uint8_t",
-                     [("LoFi", 0), ("HiFi2", 2), ("HiFi3", 3), ("HiFi4", 4), ("Invalid", 0xFF)]),
+                     [*MATH_FIDELITY_ENUM.items(), ("Invalid", 0xFF)]),
     "UnpackToDestMode": ("enum class UnpackToDestMode : std::uint8_t", [("UnpackToDestFp32", 0), ("Default", 1)]),
     "KernelBuildOptLevel": ("enum class KernelBuildOptLevel : std::uint8_t",
                             [(n, i) for i, n in enumerate(["O1", "O2", "O3", "O0", "Os", "Ofast", "Oz"])]),

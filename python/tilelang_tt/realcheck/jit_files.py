@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..device import DATA_FORMAT_ENUM, FACE, FACES_PER_TILE, TILE, TILE_FORMATS
+from ..device import DATA_FORMAT_ENUM, FACE, FACES_PER_TILE, MATH_FIDELITY_ENUM, TILE, TILE_FORMATS
 
 # Data formats and tile geometry come from the hardware table (device.py).
 DATA_FORMAT = DATA_FORMAT_ENUM
 TILE_BYTES = {f.value: f.tile_bytes for f in TILE_FORMATS.values()}
 DEFAULT_TILE_BYTES = 1088           # tt_hlk_desc's default tile size for CBs without a format (genfiles)
-FIDELITY = {"LoFi": 0, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+FIDELITY = MATH_FIDELITY_ENUM
 
 
 def _array(out: list, typ: str, name: str, values) -> None:

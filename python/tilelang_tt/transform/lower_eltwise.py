@@ -16,7 +16,7 @@ import math
 from tvm import tirx
 from tvm.ir import Op as TVMOp
 
-from ..device import CB_INT_FORMATS, TYPECAST_INT_FORMATS
+from ..device import CB_INT_FORMATS, TILE, TYPECAST_INT_FORMATS
 from ..errors import TTUnsupportedError
 from ..intrinsics import CALLS, UNARY_TIR_OPS
 from ..ttir import CB, Call, Dst, Lit, Scalar, vreg
@@ -116,7 +116,7 @@ def _windows(lw, expr, note: str, dest: str) -> dict:
             if all(h >= w for h, w in zip(have, want)) and list(have) != list(want):
                 found[n.buffer.name] = (0, 0)
             return
-        origin = tuple(lw.expr(tirx.floordiv(i, 32)) for i in n.indices)
+        origin = tuple(lw.expr(tirx.floordiv(i, TILE)) for i in n.indices)
         if n.buffer.name in found and any(not tirx.analysis.expr_deep_equal(a, b)
                                           for a, b in zip(found[n.buffer.name], origin)):
             raise TTUnsupportedError(f"{n.buffer.name} is read at two windows in one expression", construct=note,

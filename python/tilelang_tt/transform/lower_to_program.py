@@ -32,13 +32,13 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from .. import attrs
+from .. import attrs, records
 from ..compute_config import exact_reduce
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, tt_op_of
 from ..names import NameSupply
 from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg, walk
-from .common import SCALER, TileOps, buffer_loads, describe, float_lit, loop, tile_op_call
+from .common import SCALER, TILE, TileOps, buffer_loads, describe, float_lit, loop, tile_op_call
 from .lower_eltwise import lower_eltwise
 
 def _tag_origin(part: dict, kind: str) -> dict:
@@ -86,8 +86,8 @@ class LowerToProgram:
         self.names = names
         self.cap = dst_capacity
         self.fp32_acc = fp32_acc
-        options = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
-        self.allow_tf32 = bool(options.get("allow_tf32", False))   # float32 reductions / eltwise on the FPU (TF32)
+        config = records.compute(func)
+        self.allow_tf32 = bool(config.allow_tf32) if config is not None else False   # float32 reductions / eltwise on the FPU (TF32)
         self.full = {n: False for n, e in cbs.items() if e["role"] == "intermediate" and e.get("residency") != "dst"}
         self.dst_frag = next((n for n, e in cbs.items() if e.get("residency") == "dst"), None)
         self.dst_frag_out = None
@@ -379,7 +379,7 @@ class LowerToProgram:
         """(tensor, tile row, tile col, rows, cols[, window]) of a transfer, and the helper that does it."""
         where = (Tensor(self.tensor_names[int(args[1])]), *map(self.expr, args[2:4]), int(args[4]), int(args[5]))
         window = tuple(self.expr(a) if not isinstance(a, tirx.IntImm) else int(a) for a in args[6:10])
-        if window == (0, 32, 0, 32):
+        if window == (0, TILE, 0, TILE):
             return where, op
         return where + window, op + "_window"
 
@@ -431,10 +431,10 @@ class LowerToProgram:
             return var, Let(var, value)
 
         u32 = lambda e: tirx.Cast("int32", e)   # noqa: E731 - a comparison as 0 / 1 in the product below
-        tap, tap_let = let("tap", tirx.floordiv(cstep * (cols * 32), C))
+        tap, tap_let = let("tap", tirx.floordiv(cstep * (cols * TILE), C))
         kh, kh_let = let("kh", tirx.floordiv(tap, K))
         kw, kw_let = let("kw", tirx.floormod(tap, K))
-        ctile, ctile_let = let("c_tile", tirx.floordiv(tirx.floormod(cstep * (cols * 32), C), 32))
+        ctile, ctile_let = let("c_tile", tirx.floordiv(tirx.floormod(cstep * (cols * TILE), C), TILE))
 
         def row(i):
             m, m_let = let("pixel", nhw * rows + i)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs, records
+from .. import records
 from ..errors import TTError, TTResourceError
 from .common import (TILE, TileOps, decode_region, is_global, prim_func_pass, region_call, rewrap, static_shape,
                      strip_attrs, tile_op_call)
@@ -344,7 +344,7 @@ def row_stream(func: tirx.PrimFunc, l1_bytes: int, lower=None) -> tirx.PrimFunc:
             continue
         except TTError:
             return func
-        return attrs.put(candidate, {attrs.ROW_STREAM: {"width": stream.width, "chunk": chunk, "sweeps": sweeps}})
+        return records.put_row_stream(candidate, records.RowStream(width=stream.width, chunk=chunk, sweeps=sweeps))
     return func
 
 

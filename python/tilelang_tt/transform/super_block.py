@@ -67,7 +67,7 @@ from tvm import tirx
 
 from .. import attrs, compute_config, records
 from ..errors import TTError
-from ..device import FPU_CYCLES_PER_TILE_MATMUL, get_perf, matmul_block_unpack_tiles
+from ..device import FPU_CYCLES_PER_TILE_MATMUL, TILE, TILE_ELEMS, get_perf, matmul_block_unpack_tiles
 from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
 from ..target import TTOptions
 from .tensorize import _subblock
@@ -534,10 +534,10 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
     off, reloaded (unpacked) and packed; A is read ``W / w`` times, B ``H / h`` times."""
     (H, W), (h, w, f) = rect, candidate
     perf, dev = get_perf(options.arch), options.device
-    resolved = func.attrs[attrs.OPTIONS] if attrs.OPTIONS in func.attrs else compute_config.resolve(func, options)
-    fidelity, l1_acc = str(resolved["math_fidelity"]), bool(resolved.get("packer_l1_acc", True))
-    (gy, gx), mt, nt = grid, math.ceil(g.bm / 32), math.ceil(g.bn / 32)
-    kb = math.ceil(int(static_shape(g.a)[0 if g.trans_a else 1]) / 32)
+    resolved = records.compute(func) or records.Compute(**compute_config.resolve(func, options))
+    fidelity, l1_acc = resolved.math_fidelity, resolved.packer_l1_acc
+    (gy, gx), mt, nt = grid, math.ceil(g.bm / TILE), math.ceil(g.bn / TILE)
+    kb = math.ceil(int(static_shape(g.a)[0 if g.trans_a else 1]) / TILE)
     macs = H * W * mt * nt * steps * kb
     fpu = macs * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
     fp32 = str(g.c.dtype) == "float32"
@@ -550,7 +550,7 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
     dram = steps * kb * 128 * (gy * mt * g.a.dtype.bits * (W // w) + gx * nt * g.b.dtype.bits * (H // h))
     pack = 0.0
     if h * w * mt * nt > dev.dst_capacity(fp32):    # CB resident: every fused K step re-packs the whole block
-        partials = H * W * mt * nt * (steps // f) * 1024 * g.c.dtype.bits // 8
+        partials = H * W * mt * nt * (steps // f) * TILE_ELEMS * g.c.dtype.bits // 8
         if l1_acc and str(g.c.dtype) in ("float32", "bfloat16"):
             pack = partials * perf.pack_l1_acc_cost
         else:
@@ -566,16 +566,15 @@ def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, padded, rect, factor
     time: ``H x W`` blocks per core either way."""
     (gy, gx), (H, W), (h, w) = grid, rect, factor
     perf = get_perf(options.arch)
-    fidelity = str(func.attrs[attrs.OPTIONS]["math_fidelity"] if attrs.OPTIONS in func.attrs
-                   else compute_config.resolve(func, options)["math_fidelity"])
+    fidelity = (records.compute(func) or records.Compute(**compute_config.resolve(func, options))).math_fidelity
     a_axis_k = 0 if g.trans_a else 1
-    kt = int(g.loop.extent) * math.ceil(int(static_shape(g.a)[a_axis_k]) / 32)
-    mt, nt = math.ceil(g.bm / 32), math.ceil(g.bn / 32)
-    a_tile, b_tile = (g.a.dtype.bits // 8) * 1024, (g.b.dtype.bits // 8) * 1024
+    kt = int(g.loop.extent) * math.ceil(int(static_shape(g.a)[a_axis_k]) / TILE)
+    mt, nt = math.ceil(g.bm / TILE), math.ceil(g.bn / TILE)
+    a_tile, b_tile = (g.a.dtype.bits // 8) * TILE_ELEMS, (g.b.dtype.bits // 8) * TILE_ELEMS
     a_total, b_total = gy * mt * kt * a_tile, gx * nt * kt * b_tile
     out_bits = g.out_bits if g.staged else max(decode_region(tile_op_call(s).args[1]).buffer.dtype.bits
                                                 for s in g.epilogue)
-    c_total = gy * gx * mt * nt * 1024 * out_bits // 8
+    c_total = gy * gx * mt * nt * TILE_ELEMS * out_bits // 8
 
     def unpacked_per_mac(rows: int, cols: int) -> float:
         """Bytes unpacked per tile-MAC: matmul_tiles its two tiles, matmul_block the LLK's count for the DST

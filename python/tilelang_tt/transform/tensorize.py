@@ -15,8 +15,8 @@ Attributes written: ``tt.tensorized`` = True; in ``tt.cb``, each fragment gets `
      intermediate CB and is processed in ``subblock`` = [h, w] pieces that fit DST, re-packed for every K
      step, as tt-metal's reuse matmul does); for every matmul accumulator
      ``accumulate``: "dst" (DST resident), "packer_l1" (CB resident, the packer adds each K step's subblock to
-     its tile in L1: tt-metal's PACKER_L1_ACC; ``tt.options.packer_l1_acc`` allows it) or "reload" (CB
-     resident, copied back into DST every K step); ``tt.options.fp32_dest_acc``.
+     its tile in L1: tt-metal's PACKER_L1_ACC; ``tt.compute``'s packer_l1_acc allows it) or "reload" (CB
+     resident, copied back into DST every K step); ``tt.compute``'s fp32_dest_acc.
 Integer tiles (``device.CB_INT_FORMATS``, uint8): DST must be 32-bit (``fp32_dest_acc`` forced on; refused when
      the user turned it off); a T.Parallel reads a uint8 tile only directly under a cast to a float dtype and writes
      one only as ``T.Cast("uint8", float expression)`` (LowerToTTProgram emits the ``typecast_tile`` pair).
@@ -31,7 +31,7 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.ir import Op
 
-from .. import attrs
+from .. import attrs, records
 from ..device import CB_INT_FORMATS, TILE_INT_AS_FLOAT, DeviceProfile
 from ..errors import TTUnsupportedError
 from ..compute_config import exact_reduce
@@ -99,7 +99,8 @@ class _Tensorizer:
         # ... and whenever a T.Parallel computes in float32 on 16-bit data (T.Cast("float32", x_bf16[i, j]), a float32
         # scalar parameter): a 16-bit DST would round every intermediate value to the CBs' 16-bit format
         self.fp32_acc = self.fp32_acc or _float32_math(func.body)
-        chosen = dict(func.attrs[attrs.OPTIONS]).get("fp32_dest_acc") if attrs.OPTIONS in func.attrs else None
+        config = records.compute(func)
+        chosen = config.fp32_dest_acc if config is not None else None
         if chosen is not None:      # T.annotate_tt_compute / target option (compute_config.py)
             self.fp32_acc = bool(chosen)
         # an integer tile reaches DST as 32-bit integers: the LLK asserts fp32_dest_acc_en when the unpacker or
@@ -115,8 +116,7 @@ class _Tensorizer:
         if ints:
             self.fp32_acc = True
         # float32 reductions on the FPU (TF32 operands) only when allowed (compute_config.exact_reduce)
-        self.allow_tf32 = bool(dict(func.attrs[attrs.OPTIONS]).get("allow_tf32", False)) \
-            if attrs.OPTIONS in func.attrs else False
+        self.allow_tf32 = bool(config.allow_tf32) if config is not None else False
         self.cap = device.dst_capacity(self.fp32_acc)
         self.ops: list[tuple] = []      # (kind, frag name or None, loop path, extra) in program order
 
@@ -464,10 +464,13 @@ def _subblock(rows: int, cols: int, cap: int) -> tuple[int, int]:
 def tensorize(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
     t = _Tensorizer(func, device)
     body = t.run(func.body)
-    options = dict(func.attrs[attrs.OPTIONS]) if attrs.OPTIONS in func.attrs else {}
-    t.choose_residency(bool(options.get("packer_l1_acc", True)))
-    options["fp32_dest_acc"] = t.fp32_acc
-    return attrs.put(func.with_body(body), {attrs.CB: t.cb, attrs.TENSORIZED: True, attrs.OPTIONS: options})
+    config = records.compute(func)
+    t.choose_residency(config.packer_l1_acc if config is not None else True)
+    out = attrs.put(func.with_body(body), {attrs.CB: t.cb, attrs.TENSORIZED: True})
+    if config is None:
+        return out
+    config.fp32_dest_acc = t.fp32_acc
+    return records.put_compute(out, config)
 
 
 def TensorizeTT(device: DeviceProfile):

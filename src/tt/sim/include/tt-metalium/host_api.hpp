@@ -53,7 +53,7 @@ private:
 };
 
 enum class BufferType { DRAM, L1, SYSTEM_MEMORY, L1_SMALL, TRACE };
-enum class MathFidelity : uint8_t { LoFi = 0, HiFi2 = 2, HiFi3 = 3, HiFi4 = 4, Invalid = 0xff };
+enum class MathFidelity : uint8_t { TT_SIM_MATH_FIDELITY_ENUMERATORS, Invalid = 0xff };
 enum class DataMovementProcessor { RISCV_0 = 0, RISCV_1 = 1 };
 enum NOC : uint8_t { RISCV_0_default = 0, RISCV_1_default = 1, NOC_0 = 0, NOC_1 = 1 };
 enum NOC_MODE : uint8_t { DM_DEDICATED_NOC = 0, DM_DYNAMIC_NOC = 1 };
