@@ -3,8 +3,8 @@
 TIR passes (``lower_module``):
 
     BindTarget -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> ColumnReadsTT
-               -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT -> GridToPersistentTT
-               -> TTShardToCoreMap -> TilePadTT
+               -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
+               -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
@@ -60,6 +60,7 @@ from .transform.dead_values import eliminate_dead_values
 from .transform.forward_scalars import forward_scalars
 from .transform.grid_to_persistent import grid_to_persistent
 from .transform.inline_index_lets import inline_index_lets
+from .transform.interleaved_columns import interleaved_columns
 from .transform.memory_space_lower import memory_space_lower
 from .transform.mesh_split import mesh_split
 from .transform.column_reads import column_reads
@@ -93,6 +94,7 @@ def passes(options: TTOptions):
     seq += [
         ("PredicateParallelTT", predicate_parallel),
         ("ColumnReadsTT", column_reads),
+        ("InterleavedColumnsTT", interleaved_columns),
         ("UnpackWeightsTT", unpack_weights),
         ("SDPAFusionTT", lambda f: sdpa_fusion(f, options, lambda g: lower_candidate(g, options))),
         ("SuperBlockTT", lambda f: super_block(f, options, lambda g: lower_candidate(g, options, program=True))),

@@ -166,3 +166,13 @@ def one_block_gemm(size, block_k):
             T.copy(C_l, C[by * size, bx * size])
 
     return gemm
+
+
+def bf16_away(x):
+    """The packer's fp32 -> bf16: nearest, ties away from zero (finite normal values), as float32 values."""
+    import torch
+
+    u = x.float().contiguous().view(torch.int32)
+    s = u & torch.tensor(-2 ** 31, dtype=torch.int32)
+    mag = (u & 0x7FFFFFFF) + 0x8000
+    return ((s | mag) & ~0xFFFF).view(torch.float32)

@@ -30,6 +30,7 @@ from tilelang_tt.errors import TTUnsupportedError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from examples import dequant_kernels as D  # noqa: E402
+from tests.tt.helpers import bf16_away  # noqa: E402
 from tests.tt.test_blockfloat import W_OF, ref_decode_datum, ref_encode_block  # noqa: E402
 
 M, N, K = 128, 128, 256   # a 2x2 block grid (a 2x1 one hits an unused kLatticeRows in host.cpp.j2)
@@ -53,14 +54,6 @@ def trunc(x: torch.Tensor, keep: int) -> torch.Tensor:
     """Keep ``keep`` significant bits of each float (SrcA/SrcB fidelity masks), truncating."""
     u = x.float().contiguous().view(torch.int32)
     return (u & ~((1 << (24 - keep)) - 1)).view(torch.float32)
-
-
-def bf16_away(x: torch.Tensor) -> torch.Tensor:
-    """The packer's fp32 -> bf16: nearest, ties away from zero (finite normal values)."""
-    u = x.float().contiguous().view(torch.int32)
-    s = u & torch.tensor(-2 ** 31, dtype=torch.int32)
-    mag = (u & 0x7FFFFFFF) + 0x8000
-    return ((s | mag) & ~0xFFFF).view(torch.float32)
 
 
 def check_model(c, a, w, act_bits=7, w_bits=8):

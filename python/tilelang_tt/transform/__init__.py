@@ -1,6 +1,7 @@
 """The TT passes, one per file. The order they run in is in ``tilelang_tt.pipeline``."""
 
 from .column_reads import ColumnReadsTT
+from .interleaved_columns import InterleavedColumnsTT
 from .dead_values import EliminateDeadValuesTT
 from .forward_scalars import ForwardScalarsTT
 from .grid_to_persistent import GridToPersistentTT
@@ -16,6 +17,6 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "PredicateParallelTT", "ColumnReadsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "PredicateParallelTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
            "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

@@ -27,7 +27,8 @@ import tvm
 from tvm import tirx
 
 from ..device import TILE
-from .common import SCOPE_FRAGMENT, TileOps, decode_region, is_global, prim_func_pass, region_call, uses_var
+from .common import (SCOPE_FRAGMENT, ParallelNestRewriter, TileOps, decode_region, is_global, prim_func_pass,
+                     region_call, uses_var)
 
 
 class _Column:
@@ -112,15 +113,10 @@ def _nest_vars(loop: tirx.For) -> dict:
     return out
 
 
-class _Rewriter:
+class _Rewriter(ParallelNestRewriter):
     """Rewrites one kernel body; ``allocs``: the fragments it adds to the kernel block."""
 
-    def __init__(self):
-        self.allocs: list[tirx.Buffer] = []
-
     def stmt(self, s):
-        if isinstance(s, tirx.SeqStmt):
-            return tirx.SeqStmt([x for part in s.seq for x in self.flat(self.stmt(part))])
         if isinstance(s, tirx.Evaluate) and isinstance(s.value, tirx.Call):
             found = _copy_column(s.value)
             if found is None:
@@ -128,20 +124,7 @@ class _Rewriter:
             cols, stmts = found[0].statements(found[1])
             self.allocs.append(cols)
             return tirx.SeqStmt(stmts)
-        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.PARALLEL:
-            return self.nest(s)
-        if isinstance(s, tirx.For):
-            return tirx.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body), s.thread_binding, s.annotations)
-        if isinstance(s, tirx.AttrStmt):
-            return tirx.AttrStmt(s.node, s.attr_key, s.value, self.stmt(s.body))
-        if isinstance(s, tirx.IfThenElse):
-            return tirx.IfThenElse(s.condition, self.stmt(s.then_case),
-                                   None if s.else_case is None else self.stmt(s.else_case))
-        return s
-
-    @staticmethod
-    def flat(s) -> list:
-        return list(s.seq) if isinstance(s, tirx.SeqStmt) else [s]
+        return super().stmt(s)
 
     def nest(self, loop: tirx.For):
         """A T.Parallel nest whose column element reads are staged before it, each into a vector V[i]."""

@@ -347,6 +347,35 @@ def loop(name: str, extent: int, body_fn) -> list:
     return [For(var, tirx.IntImm("int32", 0), tirx.IntImm("int32", extent), body_fn(var))]
 
 
+class ParallelNestRewriter:
+    """Walks a kernel block's statements (not into nested blocks) and hands each ``T.Parallel`` nest to ``nest``,
+    which returns the statement (or sequence) that replaces it; ``allocs``: the buffers the rewrite adds."""
+
+    def __init__(self):
+        self.allocs: list[tirx.Buffer] = []
+
+    def nest(self, loop: tirx.For):
+        raise NotImplementedError
+
+    def stmt(self, s):
+        if isinstance(s, tirx.SeqStmt):
+            return tirx.SeqStmt([x for part in s.seq for x in self.flat(self.stmt(part))])
+        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.PARALLEL:
+            return self.nest(s)
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body), s.thread_binding, s.annotations)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, self.stmt(s.body))
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(s.condition, self.stmt(s.then_case),
+                                   None if s.else_case is None else self.stmt(s.else_case))
+        return s
+
+    @staticmethod
+    def flat(s) -> list:
+        return list(s.seq) if isinstance(s, tirx.SeqStmt) else [s]
+
+
 def region_call(buf: tirx.Buffer, mins, extents, access: int) -> tirx.Call:
     """A ``tl.region`` of ``buf`` (``access``: 1 read, 2 write, 3 read-write), as the frontend writes one."""
     return tirx.Call("handle", TileOps.region, [tirx.BufferLoad(buf, list(mins)), tirx.IntImm("int32", access),
