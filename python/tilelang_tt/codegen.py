@@ -132,8 +132,9 @@ def _buffers(ctx: KernelContext, program) -> list:
             out[-1]["row_pad"] = pad.row_pad
         if pad.col_pad is not None:
             out[-1]["col_pad"] = pad.col_pad
-        if buf.name in ctx.func.attrs.get(attrs.HOST_UNPACK, {}):   # packed weights: the host unpacks them
-            out[-1]["host_unpack"] = records.plain(ctx.func.attrs[attrs.HOST_UNPACK][buf.name])
+        unpack = records.host_unpack(ctx.func, buf.name)
+        if unpack is not None:   # packed weights: the host unpacks them
+            out[-1]["host_unpack"] = unpack.as_dict()
     return out
 
 
@@ -183,8 +184,9 @@ def _plan(ctx: KernelContext, program) -> dict:
             plan[key] = record.as_dict()
     if program.multicast:
         plan["multicast"] = program.multicast
-    if attrs.MESH in ctx.func.attrs:     # MeshSplitTT: the host's buffers are global, each sharded or replicated
-        mesh = records.plain(ctx.func.attrs[attrs.MESH])
+    split = records.mesh(ctx.func)
+    if split is not None:     # MeshSplitTT: the host's buffers are global, each sharded or replicated
+        mesh = split.as_dict()
         plan["mesh"] = mesh_entry(mesh)
         plan["buffers"] = globalize_buffers(plan["buffers"], mesh, ctx.src)
     plan_mod.check_invariants(plan)     # the schema: at every trust boundary and in the tests (plan.py)

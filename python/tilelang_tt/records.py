@@ -11,6 +11,8 @@ codegen and the plan read it back with the reader below, as an object with named
     Sdpa          SDPAFusionTT            tt.sdpa            GridToPersistentTT, SuperBlockTT, RowStreamTT, codegen
     SuperBlock    SuperBlockTT            tt.super_block     TTMulticastReuse, RowStreamTT, codegen
     RowStream     RowStreamTT             tt.row_stream      codegen
+    HostUnpack    UnpackWeightsTT         tt.host_unpack     codegen (the plan's buffers)
+    Mesh          MeshSplitTT             tt.mesh            codegen (the plan's mesh and global buffers)
     Compute       the pipeline, then      tt.compute         SuperBlockTT, TensorizeTT, LowerToTTProgram, codegen
                   TensorizeTT (DST mode)
 
@@ -129,6 +131,20 @@ class RowStream(_Record):
     _fields = ("width", "chunk", "sweeps")
 
 
+class HostUnpack(_Record):
+    """A packed sub-byte weight tensor the host unpacks (UnpackWeightsTT): the packed tensor's shape and dtype,
+    the axis its elements are packed along, how many per element, the unpack table per position, and the
+    TileLang expression that unpacked it."""
+    _fields = ("shape", "dtype", "axis", "factor", "table", "expr")
+
+
+class Mesh(_Record):
+    """MeshSplitTT's split of the grid over the chips: the mesh shape, the chip count, the split grid axis and its
+    extent, the blocks per chip and each chip's [first, count], and each tensor's distribution (sharded: its
+    parameter, dimension, global and shard shapes; replicated)."""
+    _fields = ("shape", "chips", "axis", "grid_extent", "per_chip", "chip_blocks", "tensors")
+
+
 class Compute(_Record):
     """The compute kernel's configuration, resolved once from ``T.annotate_tt_compute`` > target option > ttnn's
     default (``compute_config.resolve``): math fidelity, fp32 DST accumulation (None until TensorizeTT decides it
@@ -207,3 +223,21 @@ def put_row_stream(func, record: RowStream):
 def row_stream(func) -> RowStream | None:
     value = _get(func, attrs.ROW_STREAM)
     return None if value is None else RowStream.from_attr(value)
+
+
+def put_host_unpack(func, table: dict[str, HostUnpack]):
+    return attrs.put(func, {attrs.HOST_UNPACK: {name: r.as_dict() for name, r in table.items()}})
+
+
+def host_unpack(func, tensor: str) -> HostUnpack | None:
+    table = _get(func, attrs.HOST_UNPACK)
+    return HostUnpack.from_attr(table[tensor]) if table is not None and tensor in table else None
+
+
+def put_mesh(func, record: Mesh):
+    return attrs.put(func, {attrs.MESH: record.as_dict()})
+
+
+def mesh(func) -> Mesh | None:
+    value = _get(func, attrs.MESH)
+    return None if value is None else Mesh.from_attr(value)

@@ -77,3 +77,22 @@ def test_row_stream_record_is_the_plans():
     stream = records.row_stream(lowered)
     assert stream.width == 32768 and stream.sweeps == 3
     assert generate(lowered, opts).plan["row_stream"] == stream.as_dict()
+
+
+def test_mesh_and_host_unpack_records_are_the_plans():
+    """MeshSplitTT's split and UnpackWeightsTT's tables reach the plan through their records."""
+    from tilelang_tt.target import make_options
+
+    lowered, _ = lower(K.design_gemm(256, 128, 128), mesh="1x2")
+    split = records.mesh(lowered)
+    assert (split.shape, split.chips, split.per_chip * split.chips) == ([1, 2], 2, split.grid_extent)
+    assert split.chip_blocks == [[0, split.per_chip], [split.per_chip, split.per_chip]]
+    assert make_options(mesh="1x2").mesh == (1, 2)
+
+    from examples import dequant_kernels as D
+
+    lowered, opts = lower(D.dequant_gemm_int4(128, 128, 128, "uint", True, storage_dtype="uint8"))
+    unpack = records.host_unpack(lowered, "B")
+    assert (unpack.shape, unpack.dtype, unpack.factor) == ([128, 64], "uint8", 2)
+    buf = next(b for b in generate(lowered, opts).plan["buffers"] if b["name"] == "B")
+    assert buf["host_unpack"] == unpack.as_dict()

@@ -35,7 +35,7 @@ import tvm
 from tvm import tirx
 from tvm.ir import Op
 
-from .. import attrs
+from .. import attrs, records
 from ..errors import TTUnsupportedError
 from ..target import TTOptions, mesh_text
 from .common import TILE, TileOps, _ops_matching, decode_region, describe, is_call_to, shape_vars, source_of, \
@@ -343,6 +343,6 @@ def mesh_split(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc:
     _check_other_uses(func, var, shards, axis, src)
     per_chip = extent // chips
     out = _rewrite(func, tag, per_chip, new_bufs)
-    info = {"shape": [rows, cols], "chips": chips, "axis": axis, "grid_extent": extent, "per_chip": per_chip,
-            "chip_blocks": [[c * per_chip, per_chip] for c in range(chips)], "tensors": tensors}
-    return attrs.put(out, {attrs.MESH: info})
+    return records.put_mesh(out, records.Mesh(shape=[rows, cols], chips=chips, axis=axis, grid_extent=extent,
+                                              per_chip=per_chip, tensors=tensors,
+                                              chip_blocks=[[c * per_chip, per_chip] for c in range(chips)]))

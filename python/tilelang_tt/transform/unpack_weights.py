@@ -37,8 +37,8 @@ import numpy as np
 from tvm import tirx
 from tvm.ir import Op, structural_equal
 
-from .. import attrs
 from ..errors import TTUnsupportedError
+from ..records import HostUnpack, put_host_unpack
 from .common import (TileOps, decode_region, describe, is_call_to, is_global, op, prim_func_pass, source_of,
                      tile_op_call)
 
@@ -339,7 +339,7 @@ def unpack_weights(func: tirx.PrimFunc) -> tirx.PrimFunc:
     stores = []
     tirx.stmt_functor.post_order_visit(func.body, lambda n: stores.append(n) if isinstance(n, tirx.BufferStore)
                                        else None)
-    records, replace, widen = {}, [], {}    # name -> plan record; (expr, new load); data -> (buf, axis, P)
+    unpacks, replace, widen = {}, [], {}    # name -> plan record; (expr, new load); data -> (buf, axis, P)
     alias = {}                               # data of a tile buffer that is a whole copy of another -> its source
     for p in func.params:
         buf = func.buffer_map.get(p)
@@ -362,11 +362,12 @@ def unpack_weights(func: tirx.PrimFunc) -> tirx.PrimFunc:
             idx[axis] = site.element
             load = tirx.BufferLoad(new, idx)
             replace.append((e, load if str(e.dtype) == "int8" else tirx.Cast(e.dtype, load)))
-        records[buf.name] = {"shape": [int(d) for d in buf.shape], "dtype": str(buf.dtype), "axis": len(buf.shape) + back,
-                             "factor": factor, "table": table, "expr": describe(sites[0][0])}
-    if not records:
+        unpacks[buf.name] = HostUnpack(shape=[int(d) for d in buf.shape], dtype=str(buf.dtype),
+                                       axis=len(buf.shape) + back, factor=factor, table=table,
+                                       expr=describe(sites[0][0]))
+    if not unpacks:
         return func
-    return attrs.put(_rewrite(func, replace, widen, src), {attrs.HOST_UNPACK: records})
+    return put_host_unpack(_rewrite(func, replace, widen, src), unpacks)
 
 
 def _rewrite(func, replace, widen, src):
