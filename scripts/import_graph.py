@@ -33,7 +33,7 @@ LAYERS = [
     ("core: hardware table, IR records, names, errors", [
         "errors", "attrs", "records", "intrinsics", "hardware", "device", "formats", "cexpr", "artifact", "names", "schedule",
         "target", "compute_config", "ttir", "ttir_json", "blockfloat", "plan", "mesh_plan", "summary", "_tilelang_hooks",
-        "version", "progress", "dims"]),
+        "version", "progress", "dims", "sequence"]),
     ("passes: TIR passes, TT program passes, verifier", ["transform", "transform.*"]),
     ("compile: pass order, TT program build, printers, plan", ["kernel_context", "program_interface", "pipeline",
                                                               "printer", "coverage", "codegen"]),

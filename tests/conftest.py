@@ -25,9 +25,12 @@ _original_write = _artifact.write_artifact
 def _recording_write(files, kernel_name, root=None, exact_dir=None):
     # The compiler checks only the plan's invariants; every plan the suite writes is also checked against the
     # JSON Schema here (a violation fails the compile that wrote it).
-    plan = json.loads(files.get("tt.plan.json", "null"))
-    if isinstance(plan, dict) and "schema_version" in plan:      # not the hygiene tests' toy files
-        _plan_mod.validate(plan)
+    for rel, text in files.items():     # a kernel of several launches has one plan per launch, in its directory
+        if rel.split("/")[-1] != "tt.plan.json":
+            continue
+        plan = json.loads(text)
+        if isinstance(plan, dict) and "schema_version" in plan:      # not the hygiene tests' toy files
+            _plan_mod.validate(plan)
     out = _original_write(files, kernel_name, root=root, exact_dir=exact_dir)
     _WRITTEN.add(Path(out))
     return out
@@ -105,7 +108,11 @@ def pytest_sessionfinish(session, exitstatus):
         except Exception:
             return False
 
-    dirs = sorted({d for d in _WRITTEN if (d / "tt.plan.json").is_file() and is_real(d)})
+    def launches(d: Path) -> list[Path]:   # a kernel of several T.Kernel launches: each launch's artifact
+        seq = d / "tt.sequence.json"
+        return [d / s["dir"] for s in json.loads(seq.read_text())["stages"]] if seq.is_file() else [d]
+
+    dirs = sorted({s for d in _WRITTEN for s in launches(d) if (s / "tt.plan.json").is_file() and is_real(s)})
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) // 2)) as pool:
         results = list(pool.map(lambda d: check_artifact(d, jobs=2), dirs))
     failed = [r for r in results if not r.ok]

@@ -11,6 +11,7 @@ COMPUTE_ANNOTATION = "tt.compute_annotation"      # T.annotate_tt_compute: math 
 MESH_ANNOTATION = "tt.mesh_annotation"            # T.annotate_tt_mesh: the grid axis split across the chips
 
 # PrimFunc attributes written by the passes.
+SEQUENCE = "tt.sequence"              # SplitKernelsTT: one stage of a function of several T.Kernel launches
 MESH = "tt.mesh"                      # MeshSplitTT: mesh shape, split axis, each tensor's distribution
 HOST_UNPACK = "tt.host_unpack"        # UnpackWeightsTT: packed weight tensors the host unpacks (table per position)
 SDPA = "tt.sdpa"                      # SDPAFusionTT: the attention structure and its work split
@@ -45,6 +46,6 @@ def put(func, values: dict):
 
 
 ALL_KEYS = (
-    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, MESH_ANNOTATION, MESH, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
+    SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, MESH_ANNOTATION, SEQUENCE, MESH, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
     CB, TENSORIZED, SOURCE, DEVICE, COMPUTE, LOWERED, PERSISTENT_LOOP, GUARD, SUPER_BLOCK, HOST_UNPACK,
 )

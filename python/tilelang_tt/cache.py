@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import artifact as artifact_mod
+from .sequence import SEQUENCE_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ def load(key: str) -> Entry | None:
             if _sha(text) != digest:
                 raise ValueError(f"{rel} does not match its recorded hash")
             files[rel] = text
-        if "tt.plan.json" not in files:
+        if "tt.plan.json" not in files and SEQUENCE_FILE not in files:
             raise ValueError("no tt.plan.json")
         source = (path / SOURCE_FILE).read_text()
         if _sha(source) != meta["source"]:

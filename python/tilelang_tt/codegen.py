@@ -28,6 +28,7 @@ from .kernel_context import KernelContext, dim as _dim
 from .mesh_plan import globalize_buffers, mesh_entry
 from .pipeline import build_program
 from .program_interface import MCAST_ARGS, kernel_tensors, tiles
+from .sequence import SequenceArtifact
 from .printer import call_text, half_widenings, headers, print_body, uses_runtime_scalars
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
@@ -261,7 +262,7 @@ def _with_layout(kernel: dict, layout: list) -> dict:
 # Artifacts produced by the device codegen, keyed by the hash of the kernel source TileLang stores, until the
 # kernel that TileLang builds around that source picks its artifact up (right after codegen, in the same compile;
 # an autotuner's parallel compiles have a few in flight): the newest _KEEP_ARTIFACTS are kept, older ones dropped.
-_ARTIFACTS: OrderedDict[str, Artifact] = OrderedDict()
+_ARTIFACTS: OrderedDict[str, Artifact | SequenceArtifact] = OrderedDict()
 _KEEP_ARTIFACTS = 64
 
 
@@ -269,11 +270,11 @@ def source_key(kernel_source: str) -> str:
     return hashlib.sha256(kernel_source.encode()).hexdigest()
 
 
-def lookup_artifact(kernel_source: str) -> Artifact | None:
+def lookup_artifact(kernel_source: str) -> Artifact | SequenceArtifact | None:
     return _ARTIFACTS.get(source_key(kernel_source))
 
 
-def _record_artifact(source: str, art: Artifact) -> None:
+def _record_artifact(source: str, art: Artifact | SequenceArtifact) -> None:
     _ARTIFACTS[source_key(source)] = art
     _ARTIFACTS.move_to_end(source_key(source))
     while len(_ARTIFACTS) > _KEEP_ARTIFACTS:
@@ -283,10 +284,18 @@ def _record_artifact(source: str, art: Artifact) -> None:
 def build_tt_without_compile(mod: IRModule, target: Target):
     """DeviceCodegen hook: emit and write the artifact of every kernel; return a source module."""
     options = options_from_target(target)
-    artifacts = [generate(func, options) for _, func in mod.functions.items() if isinstance(func, tirx.PrimFunc)]
-    if len(artifacts) != 1:
-        raise TTLoweringError(f"expected one kernel, found {len(artifacts)}", construct="codegen")
-    art = artifacts[0]
+    funcs = [f.attrs[attrs.LOWERED] if attrs.LOWERED in f.attrs else f
+             for _, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)]
+    stages = [records.sequence(f) for f in funcs]
+    if len(funcs) == 1 and stages[0] is None:
+        art = generate(funcs[0], options)
+    elif funcs and all(r is not None and r.kernel == stages[0].kernel and r.stages == len(funcs) for r in stages):
+        # SplitKernelsTT's stages of one function: one artifact each, run in order (sequence.py)
+        order = sorted(range(len(funcs)), key=lambda i: stages[i].stage)
+        art = SequenceArtifact.from_stages(stages[0].kernel, stages[order[0]],
+                                           [generate(funcs[i], options) for i in order])
+    else:
+        raise TTLoweringError(f"expected one kernel, found {len(funcs)}", construct="codegen")
     art.directory = write_artifact(art.files, art.name)
     logger.info("tilelang-tt: wrote %s", art.directory)
     source = art.source()

@@ -107,6 +107,11 @@ def pack(files: dict[str, str], plan: dict, options: dict, out_idx) -> bytes:
 def export(kernel, path) -> Path:
     """Write ``kernel`` (a TTJITKernel) as one package file, atomically."""
     art = kernel.tt_artifact
+    if hasattr(art, "stage_plans"):
+        raise TTPackageError(f"kernel '{art.name}' runs {len(art.stage_plans)} T.Kernel launches in order; a package "
+                             "holds one TT program", construct="kernel.export",
+                             fix="write each T.Kernel as its own @T.prim_func and export each; the launches' "
+                                 f"sources are in {kernel.artifact_dir}")
     options = {k: v for k, v in kernel.adapter.options.as_dict().items() if k != "compile_only"}
     data = pack(art.files, art.plan, options, kernel.adapter.result_idx)
     path = Path(path)

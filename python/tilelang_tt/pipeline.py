@@ -2,15 +2,17 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> ColumnReadsTT
+    BindTarget -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> ColumnReadsTT
                -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
                -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
 
-ForwardScalarsTT runs first: a scalar local (``T.alloc_var``) becomes the expression it holds, which every kernel
-that needs it then computes. InlineIndexLetsTT runs next: every analysis after it sees index expressions, never a let-bound variable that
+SplitKernelsTT runs first, on the module: a function of several ``T.Kernel`` launches becomes one function per launch
+(its stages, run in order by the runtime), and every pass after it compiles one grid.
+ForwardScalarsTT runs next: a scalar local (``T.alloc_var``) becomes the expression it holds, which every kernel
+that needs it then computes. InlineIndexLetsTT runs after it: every analysis after it sees index expressions, never a let-bound variable that
 hides the loop index it depends on. MeshSplitTT runs only for a mesh target (``-mesh=RxC``): it turns the kernel into
 the per-chip kernel (the split axis' share of blocks, each sharded tensor its chip's shard) that every later pass
 compiles as a one-chip kernel. UnpackWeightsTT runs next: packed sub-byte weights become an int8 tensor the host unpacks (a table in the
@@ -68,6 +70,7 @@ from .transform.predicate_parallel import predicate_parallel
 from .transform.row_stream import row_stream
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
+from .transform.split_kernels import split_kernels
 from .transform.stream_bands import stream_bands
 from .transform.super_block import super_block
 from .transform.tensorize import tensorize
@@ -191,6 +194,7 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     mod = IRModule({gv: attrs.put(f, {attrs.COMPUTE: records.Compute(**compute_config.resolve(f, options)).as_dict(),
                                       attrs.DEVICE: options.arch, attrs.SOURCE: source_of(f)})
                     for gv, f in mod.functions.items()})
+    mod = split_kernels(mod)     # SplitKernelsTT: one function per T.Kernel launch (a module pass: it adds functions)
     for step, (name, fn) in enumerate(passes(options), start=1):
         mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})
         _dump(mod, step, name)

@@ -13,6 +13,7 @@ codegen and the plan read it back with the reader below, as an object with named
     RowStream     RowStreamTT             tt.row_stream      codegen
     HostUnpack    UnpackWeightsTT         tt.host_unpack     codegen (the plan's buffers)
     Mesh          MeshSplitTT             tt.mesh            codegen (the plan's mesh and global buffers)
+    Sequence      SplitKernelsTT          tt.sequence        codegen (a sequence artifact), the runtime
     Compute       the pipeline, then      tt.compute         SuperBlockTT, TensorizeTT, LowerToTTProgram, codegen
                   TensorizeTT (DST mode)
 
@@ -145,6 +146,13 @@ class Mesh(_Record):
     _fields = ("shape", "chips", "axis", "grid_extent", "per_chip", "chip_blocks", "tensors")
 
 
+class Sequence(_Record):
+    """One stage of a function of several T.Kernel launches (SplitKernelsTT): the function's name, the stage's
+    index and the number of stages, how many parameters the function itself has (the stage's first ones), and the
+    intermediates (``T.alloc_global``: name, shape, dtype) passed as the stage's last parameters, in that order."""
+    _fields = ("kernel", "stage", "stages", "params", "intermediates")
+
+
 class Compute(_Record):
     """The compute kernel's configuration, resolved once from ``T.annotate_tt_compute`` > target option > ttnn's
     default (``compute_config.resolve``): math fidelity, fp32 DST accumulation (None until TensorizeTT decides it
@@ -241,3 +249,12 @@ def put_mesh(func, record: Mesh):
 def mesh(func) -> Mesh | None:
     value = _get(func, attrs.MESH)
     return None if value is None else Mesh.from_attr(value)
+
+
+def put_sequence(func, record: Sequence):
+    return attrs.put(func, {attrs.SEQUENCE: record.as_dict()})
+
+
+def sequence(func) -> Sequence | None:
+    value = _get(func, attrs.SEQUENCE)
+    return None if value is None else Sequence.from_attr(value)

@@ -19,6 +19,7 @@ from tilelang.transform.pass_config import normalize_pass_configs
 from ._tilelang_hooks import EXECUTION_BACKEND
 from .dims import bound_dims, dim_value
 from .errors import TTCallError, TTError
+from .sequence import SEQUENCE_FILE, SequenceArtifact
 from .target import options_from_target
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,8 @@ class TTKernelAdapter(BaseKernelAdapter):
         self.compile_model: dict | None = None
         self._specs: list[ParamSpec] | None = None
         super().__init__(device_mod, params, result_idx)
-        warn_precision(artifact.plan)
+        for plan in getattr(artifact, "stage_plans", [artifact.plan]):    # a sequence: each launch's own
+            warn_precision(plan)
 
     def _allocate(self, index: int, dims: dict[str, int]):
         """The output ``index`` of an ``out_idx`` call, its symbolic dimensions (T.dynamic) taken from the inputs
@@ -78,7 +80,6 @@ class TTKernelAdapter(BaseKernelAdapter):
         if self.options.compile_only:
             raise TTError("this kernel was compiled with compile_only=True (dry run)", construct="kernel call",
                           fix=f"compile without compile_only to execute; the artifact is in {self.artifact.directory}")
-        from . import emulator
 
         n = len(self.params)
         outs = list(self.result_idx)
@@ -94,20 +95,34 @@ class TTKernelAdapter(BaseKernelAdapter):
         else:
             raise _count_error(specs, outs, len(args))
         full = [check_argument(spec, value) for spec, value in zip(specs, full)]
-        result = emulator.run(self.artifact.directory, self.artifact.plan, dict(enumerate(full)),
-                              protocol_only=protocol_only, backend=backend)
-        self.last_report = result.report
-        if "precision" in self.artifact.plan:     # the precision contract of the run (docs/usage.md, Precision)
-            self.last_report["precision"] = self.artifact.plan["precision"]
-        from . import perf_model   # imported on use: it loads the intrinsic table (keeps `import tilelang_tt` light)
+        if hasattr(self.artifact, "stage_plans"):     # several T.Kernel launches: one TT program each, in order
+            from .sequence import allocate_intermediates, combined_report
 
-        self.last_report["model"] = perf_model.model_for_run(self.artifact.directory, self.artifact.plan, result.report)
-        from .profiler import note_launch   # timing calls price the launches they observe (profiler.py)
-
-        note_launch(self.last_report["model"])
+            description = self.artifact.description
+            args = full + allocate_intermediates(description, bound_dims([s.shape for s in specs], full))
+            reports = [self._launch(directory, plan, args, protocol_only, backend)
+                       for directory, plan in zip(self.artifact.stage_dirs(), self.artifact.stage_plans)]
+            self.last_report = combined_report(reports)
+        else:
+            self.last_report = self._launch(self.artifact.directory, self.artifact.plan, full, protocol_only, backend)
         if not outs:
             return None
         return full[outs[0]] if len(outs) == 1 else [full[i] for i in outs]
+
+    @staticmethod
+    def _launch(directory, plan: dict, args: list, protocol_only, backend) -> dict:
+        """Run one TT program (``plan``'s parameters from ``args``, by index): its report with the performance
+        model of the launch, which timing calls observe (profiler.py)."""
+        from . import emulator, perf_model   # imported on use (perf_model loads the intrinsic table)
+        from .profiler import note_launch
+
+        result = emulator.run(directory, plan, dict(enumerate(args)), protocol_only=protocol_only, backend=backend)
+        report = result.report
+        if "precision" in plan:     # the precision contract of the run (docs/usage.md, Precision)
+            report["precision"] = plan["precision"]
+        report["model"] = perf_model.model_for_run(directory, plan, result.report)
+        note_launch(report["model"])
+        return report
 
     def param_specs(self) -> list[ParamSpec]:
         """What each parameter takes, from the plan (dtypes, shapes, io), else from TileLang's params; named as in
@@ -312,7 +327,15 @@ class TTJITKernel(JITKernel):
         if self.adapter.compile_model is None:
             from . import perf_model
 
-            self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
+            art = self.adapter.artifact
+            if hasattr(art, "stage_plans"):
+                from .sequence import combined_report
+
+                self.adapter.compile_model = combined_report(
+                    [{"model": perf_model.model_for_artifact(d, p)} for d, p in zip(art.stage_dirs(),
+                                                                                   art.stage_plans)])["model"]
+            else:
+                self.adapter.compile_model = perf_model.model_for_artifact(self.artifact_dir, self.plan)
         return {"model": self.adapter.compile_model}
 
     def trace(self, path=None) -> dict:
@@ -321,6 +344,11 @@ class TTJITKernel(JITKernel):
         written there as JSON: a new file or one tilelang-tt wrote (never a user's file, ``TTFileError``)."""
         from . import trace
 
+        if hasattr(self.adapter.artifact, "stage_plans"):
+            raise TTError("a kernel of several T.Kernel launches has one timeline per launch",
+                          construct="kernel.trace",
+                          fix="trace each launch from its directory: tilelang-tt model --trace out.json "
+                              f"{self.artifact_dir}/<stage>")
         timeline = trace.trace_for_artifact(self.artifact_dir, self.plan, self.adapter.last_report)
         if path is not None:
             trace.write(timeline, path, what="kernel.trace")
@@ -335,8 +363,9 @@ class TTJITKernel(JITKernel):
         return TTProfiler.for_kernel(self, tensor_supply_type or TensorSupplyType.Auto)
 
     def get_host_source(self) -> str:
-        """The generated host program (``host.cpp``)."""
-        return self.adapter.artifact.files["host.cpp"]
+        """The generated host program (``host.cpp``; a kernel of several launches: each launch's, in order)."""
+        art = self.adapter.artifact
+        return art.host_source() if hasattr(art, "host_source") else art.files["host.cpp"]
 
     def export_library(self, kernel_file) -> Path:
         """TileLang's export: a tt kernel exports as a ``.ttpkg`` package (``package.export_library``)."""
@@ -443,7 +472,10 @@ def kernel_from_files(name: str, files: dict[str, str], source: str, func, out_i
 
         params = extrac_params(func)
     directory = Path(artifact_dir) if artifact_dir is not None else artifact_mod.write_artifact(files, name)
-    art = artifact_mod.StoredArtifact(name, files, json.loads(files["tt.plan.json"]), directory, source)
+    if SEQUENCE_FILE in files:
+        art = SequenceArtifact.from_files(name, files, directory, source)
+    else:
+        art = artifact_mod.StoredArtifact(name, files, json.loads(files["tt.plan.json"]), directory, source)
     kernel.adapter = TTKernelAdapter(params, out_idx, func, None, None, source, kernel.target, art)
     kernel.torch_function = kernel.adapter.func
     return kernel
