@@ -127,3 +127,50 @@ def test_row_read_into_a_column_vector_is_refused():
     with pytest.raises(TTUnsupportedError, match=r"(?s)a row of L read into m, a vector of per-row values .* fix: index m "
                                                  r"by the column variable"):
         tilelang.compile(k, target="tt")
+
+
+def _crosswise(reduce_dim, both):
+    """A vector computed in one orientation (a reduction's result, then a 1-D T.Parallel) and read in a 2-D nest by
+    the other loop variable (``x[i, j] * sc[i]`` of a row vector: the combine step of TileLang's split-KV decode);
+    with ``both`` the same vector is also read by the nest's own variable (``sc[i] * sc[j]``)."""
+    M = N = 64
+
+    @T.prim_func
+    def crosswise(L: T.Tensor((M, N), "float32"), X: T.Tensor((M, N), "float32"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            l = T.alloc_fragment((M, N), "float32")
+            mx = T.alloc_fragment((M,), "float32")
+            sc = T.alloc_fragment((M,), "float32")
+            x = T.alloc_fragment((M, N), "float32")
+            T.copy(L, l)
+            T.reduce_max(l, mx, dim=reduce_dim)
+            for i in T.Parallel(M):
+                sc[i] = mx[i] * 2.0 + 1.0
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                if both:
+                    x[i, j] = x[i, j] * sc[i] * sc[j] if reduce_dim == 0 else x[i, j] * sc[j] * sc[i]
+                else:
+                    x[i, j] = x[i, j] * sc[i] if reduce_dim == 0 else x[i, j] * sc[j]
+            T.copy(x, O)
+
+    return crosswise
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("reduce_dim,both", [(0, False), (1, False), (0, True), (1, True)],
+                         ids=["row_read_per_row", "column_read_per_column", "row_read_both_ways",
+                              "column_read_both_ways"])
+def test_vector_read_by_the_other_loop_variable(arch, reduce_dim, both):
+    kernel = tilelang.compile(_crosswise(reduce_dim, both), target={"kind": "tt", "arch": arch})
+    L, X, O = torch.randn(64, 64), torch.randn(64, 64), torch.zeros(64, 64)
+    kernel(L, X, O)
+    sc = L.max(dim=reduce_dim).values * 2.0 + 1.0
+    # the vector's tiles are transposed on chip (a copy: exact); each product is one fp32 multiply, as torch's
+    if reduce_dim == 0:
+        want = X * sc[:, None] * sc[None, :] if both else X * sc[:, None]
+    else:
+        want = X * sc[None, :] * sc[:, None] if both else X * sc[None, :]
+    assert torch.equal(O, want)
+    transposes = [c for c in kernel.plan["cbs"] if c["name"].startswith("sc") and c["name"] != "sc"]
+    assert len(transposes) == 1 and transposes[0]["producer"] == ["compute"]

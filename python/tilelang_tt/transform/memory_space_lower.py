@@ -341,9 +341,9 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
     def transposed_copy(self, source: tirx.Buffer, note: str):
         """(scratch, op): a compute scratch CB that ``transpose(source, scratch)`` fills with ``source``
         transposed, tile by tile (``transpose_tile``); consumed where it is read. A column vector ([n, 1]: its
-        values in column 0 of its tiles) becomes a row vector (row 0)."""
+        values in column 0 of its tiles) becomes a row vector (row 0), and a row vector a column vector."""
         rows, cols = static_shape(source, self.src)
-        if rows % TILE or cols % TILE and cols != 1:
+        if rows % TILE and rows != 1 or cols % TILE and cols != 1:
             raise TTUnsupportedError(f"a transpose of {source.name} ({rows}x{cols}), a block smaller than whole "
                                      "tiles", construct=note, source=self.src,
                                      fix="transpose blocks whose extents are multiples of 32")

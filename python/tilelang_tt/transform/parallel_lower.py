@@ -367,6 +367,8 @@ class ParallelLower:
         if not is_store and dims[0][0] is not None and dims[1][0] is not None and \
                 dims[0][0] is dst_dims[1][0] and dims[1][0] is dst_dims[0][0]:
             return self.transposed_operand(nest, buf, indices, dims)
+        if not is_store and not is_global(buf) and self.crosswise_vector(nest, buf, dims):
+            return self.transposed_vector(nest, buf)
         for k, (v, _) in enumerate(dims):
             if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
                 raise TTUnsupportedError(
@@ -392,6 +394,29 @@ class ParallelLower:
             self.cb(buf).consumer.add("compute")
             return buf
         return self.stage_block(nest, buf, dims, window, is_store)
+
+    def crosswise_vector(self, nest: _Nest, buf, dims) -> bool:
+        """A row vector (``[1, n]``) read by the nest's row variable, or a column vector (``[n, 1]``) by its column
+        variable, over the whole vector: ``scale[i]`` in ``o[i, j] *= scale[i]`` of a vector TilePadTT oriented as a
+        row for its other uses."""
+        shape = static_shape(self.current(buf), self.src)
+        axis = 1 if shape[0] == 1 and shape[1] > 1 else 0 if shape[1] == 1 and shape[0] > 1 else None
+        if axis is None or dims[1 - axis][0] is not None or not self.analyzer.can_prove(dims[1 - axis][1] == 0):
+            return False
+        var, off = dims[axis]
+        return var is not None and var is nest.dst_dims[1 - axis][0] and nest.extent[var] == shape[axis] and \
+            self.analyzer.can_prove(off == 0)
+
+    def transposed_vector(self, nest: _Nest, buf) -> tirx.Buffer:
+        """``crosswise_vector``: the vector's tiles transposed on chip (``transpose_tile``: row 0 <-> column 0) into
+        a compute scratch CB, read in the store's orientation."""
+        source = self.current(buf)
+        self.cb(source).consumer.add("compute")
+        key = f"T:{source.name}"
+        if key not in nest.staged:
+            nest.staged[key], op = self.transposed_copy(source, nest.note)
+            nest.before.append(op)
+        return nest.staged[key]
 
     def load_window(self, nest: _Nest, buf, dims, window) -> tirx.Buffer:
         """``x[i, j + D // 2]``: a tile-aligned window of tile buffer ``buf``, copied into a window-shaped

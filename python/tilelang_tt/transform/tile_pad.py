@@ -8,7 +8,9 @@ Out: every buffer is 2-D, and every access to it (``T.copy`` / ``T.reduce`` regi
        or a column vector ``(n, 1)`` (column 0, row ``k % 32``), whichever its uses ask for: indexed by the
        column variable of a 2-D ``T.Parallel`` or produced by ``T.reduce_*(dim=0)`` -> row; by the row variable
        or ``T.reduce_*(dim=1)`` -> column; buffers used together in a 1-D ``T.Parallel`` or copied into one
-       another share their orientation; unconstrained vectors are rows. This is where tt-metal's reductions
+       another share their orientation; unconstrained vectors are rows. A 1-D tile buffer that a 2-D nest only
+       reads takes the orientation of its other uses (stores, reductions, 1-D nests): read by the other loop
+       variable, the nest transposes it on chip (``scale[i]`` of a vector computed as a row). This is where tt-metal's reductions
        leave their results (REDUCE_ROW: column 0, REDUCE_COL: row 0), so statistics broadcast without moves.
      * A tensor of rank >= 3 is the matrix ``(prod(shape[:p]), prod(shape[p:]))`` for the split ``p`` under
        which every block the kernel moves is a rectangle of the block's own shape: ``[B, H, S, D]`` read as
@@ -147,10 +149,14 @@ class _Views:
 
         self.ana = arith.Analyzer()    # knows every T.Parallel variable's range (they are distinct Vars)
         self._extent: dict = {}        # T.Parallel variable -> extent
+        self.read_as: list = []        # (1-D tile buffer, orientation a 2-D T.Parallel nest reads it in)
 
     # -- analysis --------------------------------------------------------------------------------------
     def analyse(self):
         self._walk(self.func.body)
+        for buf, want in self.read_as:      # only read in 2-D nests (or read there first): oriented as read
+            root = self.orient.add(buf)
+            self.orient.value.setdefault(root, want)
 
     def _walk(self, s):
         if isinstance(s, tirx.For) and s.kind == tirx.ForKind.PARALLEL:
@@ -192,9 +198,14 @@ class _Views:
             if len(a.indices) == 1 and len(vars_) == 2:
                 for pos, v in enumerate(vars_):
                     if uses_var(a.indices[0], v):
-                        self.orient.set(a.buffer, COL if pos == 0 else ROW,
-                                        f"indexed by the {'row' if pos == 0 else 'column'} variable {v.name} of "
-                                        "a T.Parallel nest")
+                        want = COL if pos == 0 else ROW
+                        if isinstance(a, tirx.BufferLoad) and not is_global(a.buffer):
+                            # a tile buffer read in a 2-D nest: the nest transposes it on chip if its other uses
+                            # orient it the other way (MemorySpaceLowerTT, transposed vector operands)
+                            self.read_as.append((a.buffer, want))
+                        else:
+                            self.orient.set(a.buffer, want, f"indexed by the {'row' if pos == 0 else 'column'} "
+                                            f"variable {v.name} of a T.Parallel nest")
         if len(vars_) == 1:
             for b in vectors[1:]:
                 self.orient.union(vectors[0], b)
