@@ -412,11 +412,7 @@ class ParallelLower:
         a compute scratch CB, read in the store's orientation."""
         source = self.current(buf)
         self.cb(source).consumer.add("compute")
-        key = f"T:{source.name}"
-        if key not in nest.staged:
-            nest.staged[key], op = self.transposed_copy(source, nest.note)
-            nest.before.append(op)
-        return nest.staged[key]
+        return self.staged_transpose(nest, source)
 
     def load_window(self, nest: _Nest, buf, dims, window) -> tirx.Buffer:
         """``x[i, j + D // 2]``: a tile-aligned window of tile buffer ``buf``, copied into a window-shaped
@@ -466,6 +462,10 @@ class ParallelLower:
                 raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape",
                                          construct=what, source=self.src)
             self.cb(source).consumer.add("compute")
+        return self.staged_transpose(nest, source)
+
+    def staged_transpose(self, nest: _Nest, source) -> tirx.Buffer:
+        """The scratch CB holding ``source`` transposed, made once per nest, before it."""
         key = f"T:{source.name}"
         if key not in nest.staged:
             nest.staged[key], op = self.transposed_copy(source, nest.note)
