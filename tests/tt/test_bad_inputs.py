@@ -206,20 +206,6 @@ def misplaced_rows():
     return k
 
 
-def reduce_partial():
-    @T.prim_func
-    def k(A: T.Tensor((64, 48), "float32"), S: T.Tensor((64,), "float32")):
-        with T.Kernel(2, threads=128) as bx:
-            A_s = T.alloc_shared((32, 16), "float32")
-            A_f = T.alloc_fragment((32, 16), "float32")
-            s = T.alloc_fragment((32,), "float32")
-            T.copy(A[bx * 32, 0], A_s)
-            T.copy(A_s, A_f)
-            T.reduce_sum(A_f, s, dim=1)
-            T.copy(s, S[bx * 32])
-    return k
-
-
 def debug_print():
     @T.prim_func
     def k(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
@@ -329,8 +315,6 @@ CASES = [
      r"must share their place in the tile"),
     ("transposed_sub_tile", transposed_index, {}, TTUnsupportedError,
      r"A\[.*\] is indexed transposed over a block smaller than whole tiles"),
-    ("reduce_partial_tile", reduce_partial, {}, TTUnsupportedError,
-     r"T.reduce_sum over 16 elements: a reduction runs over whole 32-element tile rows/columns"),
     ("unsupported_function", lambda: eltwise(lambda a, b: T.floor(a)), {}, TTUnsupportedError,
      r"elementwise function tirx.floor has no TT tile intrinsic"),
     ("float64", lambda: K.elementwise_add(64, 64, "float64"), {}, TTUnsupportedError,

@@ -240,6 +240,15 @@ class CopyLower:
         if is_global(dst.buffer):
             return self.lower_copy_write(source, src, dst, what, note)
         self.check_whole(dst, what)
+        shape = static_shape(source, self.src)
+        axis = self.line_axis([(None, m) for m in src.mins], [int(e) for e in src.extents], shape) \
+            if len(src.mins) == 2 and static_shape(dst.buffer) in ((1, shape[1]), (shape[0], 1)) else None
+        if axis is not None and static_shape(dst.buffer)[axis] == 1:   # T.copy(lse[k, :], row): one row picked
+            line, ops = self.picked_line(source, axis, src.mins[axis], note)
+            target = self.target(dst.buffer)
+            self.inherit(target.name, line.name)
+            return tirx.SeqStmt(ops + [call(TTOps.eltwise, self.cb_index_placeholder(target),
+                                            tirx.BufferLoad(line, [0, 0]), note=note)])
         origin = self.fragment_window(src, static_shape(dst.buffer), what)
         if origin is None and static_shape(src.buffer) != static_shape(dst.buffer):
             raise TTUnsupportedError("copy between tile buffers of different shapes", construct=what, source=self.src)

@@ -12,8 +12,12 @@ Out: the block is dissolved; every tile buffer has a CB; and (T.copy: ``copy_low
      * a tile-aligned window of a fragment (``T.copy(C_local[i * 128:(i + 1) * 128, ...], C_shared)``, or to a
        tensor; SuperBlockTT's per-block epilogues) -> an ``eltwise`` whose leaf ``BufferLoad(fragment, [row,
        col])`` carries the window's element origin (whole-buffer leaves are at ``[0, 0]``),
+     * one row (column) of a tile buffer of at most 32 rows (columns), ``T.copy(lse[k, :], v)`` or ``lse[k, i]`` in
+       a ``T.Parallel`` -> the other rows zeroed (an ``eltwise`` select on the index tile) and a column-sum
+       ``reduce`` into a vector (``picked_line``),
      * ``T.Parallel`` nests: see ``parallel_lower.py`` (staging, transposed operands, index tiles),
-     * ``T.reduce_*`` -> ``tilelang_tt.reduce``; ``T.gemm(transpose_A=True)`` -> a ``transpose`` of the A block
+     * ``T.reduce_*`` -> ``tilelang_tt.reduce`` (over fewer than 32 rows / columns: the block masked to the
+       reduction's identity first, ``masked_part``); ``T.gemm(transpose_A=True)`` -> a ``transpose`` of the A block
        into a scratch CB and a plain gemm,
      * a compute write into a buffer the reader fills goes to a fresh CB (``<name>_v``) that later reads use.
      ``fill``/``gemm`` are left for TensorizeTT. ``T.use_swizzle`` (a GPU L2 hint) is dropped:
@@ -372,17 +376,24 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         rows, cols = static_shape(source, self.src)
         dim = dim % 2
         along = cols if dim == 1 else rows
+        note = tilelang_text(stmt)
+        masked = None
         if along % TILE:
-            raise TTUnsupportedError(
-                f"T.reduce_{kind} over {along} elements: a reduction runs over whole 32-element tile rows/columns",
-                construct=what, source=self.src, fix="reduce along an extent that is a multiple of 32")
+            if along > TILE:     # TilePadTT refuses such tile buffers first
+                raise TTUnsupportedError(
+                    f"T.reduce_{kind} over {along} elements: a reduction runs over whole 32-element tile rows/columns "
+                    "or one part of a tile", construct=what, source=self.src,
+                    fix="reduce along an extent that is a multiple of 32, or below 32")
+            masked = self.masked_part(source, dim, along, kind, note)
         want = (rows, 1) if dim == 1 else (1, cols)
         if static_shape(dst.buffer, self.src) != want:
             raise TTUnsupportedError(f"reduction output {dst.buffer.name} has shape {list(static_shape(dst.buffer))}, "
                                      f"expected {list(want)}", construct=what, source=self.src)
         self.cb(source).consumer.add("compute")
-        note = tilelang_text(stmt)
         pre = []
+        if masked is not None:
+            source, mask_op = masked
+            pre.append(mask_op)
         if clear:
             target = self.target(dst.buffer)
         else:
@@ -402,6 +413,55 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
                                         note=note)]) if pre else \
             call(TTOps.reduce, self.cb_index_placeholder(source), self.cb_index_placeholder(target),
                  tirx.StringImm(kind), dim, clear, -1, note=note)
+    def masked_part(self, source: tirx.Buffer, axis: int, n: int, kind: str, note: str):
+        """(masked, op): a reduction over ``n`` < 32 rows (``axis`` 0) or columns (1) of a block runs over the whole
+        32 of its tiles, so the rest of each tile must not count: the block with the rows (columns) outside
+        ``[offset, offset + n)`` replaced by the reduction's identity (0 for sums, -inf for max, +inf for min)."""
+        lo = self.placements.get(source.name, (None, None))[axis]
+        lo = lo if lo is not None else tirx.IntImm("int32", 0)
+        identity = {"sum": 0.0, "abssum": 0.0, "absmax": 0.0, "max": float("-inf"), "min": float("inf")}[kind]
+
+        def inside(index):
+            return [index < lo + n] + ([] if self.analyzer.can_prove(lo == 0) else [lo <= index])
+
+        return self.masked_copy(source, axis, inside, identity, "part", note)
+
+    def masked_copy(self, source: tirx.Buffer, axis: int, inside, identity: float, suffix: str, note: str):
+        """(masked, op): ``eltwise`` copies ``source`` into a compute scratch CB, each element whose row (``axis`` 0)
+        or column (1) index in its tile fails one of the conditions ``inside(index)`` replaced by ``identity``
+        (selects on the constant index tile of that axis). float16 blocks are masked in float32, as transposes
+        are."""
+        rows, cols = static_shape(source, self.src)
+        dtype = "float32" if str(source.dtype) == "float16" else str(source.dtype)
+        masked = self.staging_buffer(source, rows, cols, suffix, dtype=dtype, scope=SCOPE_FRAGMENT)
+        self.cbs[masked.name].producer.add("compute")
+        self.cbs[masked.name].consumer.add("compute")
+        self.cb(source).consumer.add("compute")
+        self.placements[masked.name] = self.placements.get(source.name, (None, None))
+        index = tirx.Cast("int32", tirx.BufferLoad(self.constant_tile(INDEX_TILES[axis]), [0, 0]))
+        value = tirx.Cast(dtype, tirx.BufferLoad(source, [0, 0]))
+        for condition in inside(index):
+            value = tirx.Select(condition, value, tirx.FloatImm(dtype, identity))
+        return masked, call(TTOps.eltwise, self.cb_index_placeholder(masked), value, note=note)
+
+    def picked_line(self, source: tirx.Buffer, axis: int, at, note: str):
+        """(line, ops): row ``at`` (``axis`` 0) of a block of at most 32 rows as a row vector, or column ``at``
+        (``axis`` 1) as a column vector (``lse[k, :]`` of a ``[splits, n]`` fragment in a loop over k): the other
+        rows are zeroed (``masked_copy``) and the block summed over the axis (``reduce``, which leaves a column
+        sum in row 0 and a row sum in column 0); adding zeros is exact."""
+        place = self.placements.get(source.name, (None, None))
+        lo = place[axis] if place[axis] is not None else tirx.IntImm("int32", 0)
+        masked, mask = self.masked_copy(source, axis, lambda index: [tirx.EQ(index, lo + at)], 0.0, "pick", note)
+        rows, cols = static_shape(source, self.src)
+        line = self.staging_buffer(source, *((1, cols) if axis == 0 else (rows, 1)), "line", dtype=masked.dtype,
+                                   scope=SCOPE_FRAGMENT)
+        self.cbs[line.name].producer.add("compute")
+        self.cbs[line.name].consumer.add("compute")
+        self.placements[line.name] = (tirx.IntImm("int32", 0), place[1]) if axis == 0 else \
+            (place[0], tirx.IntImm("int32", 0))
+        return line, [mask, call(TTOps.reduce, self.cb_index_placeholder(masked), self.cb_index_placeholder(line),
+                                 tirx.StringImm("sum"), axis, True, -1, note=note)]
+
     def _check_block_fields(self, realize):
         """A block is dissolved: fields that would change its meaning are refused, never dropped."""
         block, what = realize.block, describe(realize)

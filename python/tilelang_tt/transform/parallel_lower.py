@@ -384,6 +384,9 @@ class ParallelLower:
                 return self.load_window(nest, buf, dims, window)
             if is_store and self.tile_window(buf, dims, window, bshape):
                 return self.store_window(nest, buf, dims, window)
+            axis = self.line_axis(dims, window, bshape)
+            if not is_store and axis is not None:
+                return self.staged_line(nest, buf, axis, dims[axis][1])
             for (v, off), n, w in zip(dims, bshape, window):
                 if n != w or not self.analyzer.can_prove(off == 0):
                     raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
@@ -463,6 +466,23 @@ class ParallelLower:
                                          construct=what, source=self.src)
             self.cb(source).consumer.add("compute")
         return self.staged_transpose(nest, source)
+
+    def line_axis(self, dims, window, shape) -> int | None:
+        """The axis of one row (0) or column (1), at an offset without loop variables, of a tile buffer of at most 32
+        rows (columns) read whole along the other axis (``lse[k, i]`` of a ``[splits, n]`` fragment), else None."""
+        for axis in (0, 1):
+            if dims[axis][0] is None and window[axis] == 1 and 1 < shape[axis] <= TILE and \
+                    window[1 - axis] == shape[1 - axis] and self.analyzer.can_prove(dims[1 - axis][1] == 0):
+                return axis
+        return None
+
+    def staged_line(self, nest: _Nest, buf, axis: int, at) -> tirx.Buffer:
+        """``line_axis``: the row (column) picked out into a vector before the nest (``picked_line``)."""
+        key = f"L{axis}:{buf.name}:{at}"
+        if key not in nest.staged:
+            nest.staged[key], ops = self.picked_line(self.current(buf), axis, at, nest.note)
+            nest.before.extend(ops)
+        return nest.staged[key]
 
     def staged_transpose(self, nest: _Nest, source) -> tirx.Buffer:
         """The scratch CB holding ``source`` transposed, made once per nest, before it."""
