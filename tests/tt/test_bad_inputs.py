@@ -132,14 +132,6 @@ def indirect():
     return k
 
 
-def global_to_global():
-    @T.prim_func
-    def k(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            T.copy(A[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], C[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32])
-    return k
-
-
 def scalar_store():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float32")):
@@ -308,7 +300,6 @@ CASES = [
     ("data_dependent_if", data_dependent_if, {}, TTUnsupportedError,
      r"an if on the values of A \(float32, tensor\).*fix: branch on elements of int32 tensors"),
     ("indirect_indexing", indirect, {}, TTUnsupportedError, r"indirect \(data-dependent\) indexing of A through I"),
-    ("global_to_global", global_to_global, {}, TTUnsupportedError, r"a global-to-global T.copy"),
     ("scalar_store", scalar_store, {}, TTUnsupportedError, r"a scalar store outside T.Parallel"),
     ("misplaced_sub_tile_operands", misplaced_rows, {}, TTUnsupportedError,
      r"b sits at row \(bx \+ 1\) % 32 of its tiles but c at bx % 32: element-wise operands smaller than a tile "

@@ -172,8 +172,7 @@ class CopyLower:
         note = tilelang_text(stmt)
         src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
         if is_global(src.buffer) and is_global(dst.buffer):
-            raise TTUnsupportedError("a global-to-global T.copy", construct=what, source=self.src,
-                                     fix="stage the data through T.alloc_shared")
+            return self.lower_global_copy(src, dst, stages, what, note)
         if is_global(src.buffer):
             origin = self.copy_window(dst)
             if origin is not None:
@@ -183,6 +182,24 @@ class CopyLower:
                 return self.lower_converting_read(src, dst, stages, what, note)
             return self.lower_copy_read(src, dst, stages, what, note)
         return self.lower_copy_local(src, dst, what, note)
+
+    def lower_global_copy(self, src, dst, stages: int, what: str, note: str):
+        """``T.copy(tensor window -> tensor window)`` (FlashAttention's backward converting its float32 dQ to the
+        output dtype): through a tile buffer of the window's shape, as if written ``T.copy(src, shared);
+        T.copy(shared, dst)`` (read, then write, converting to the destination's dtype on the way)."""
+        extents = [int(e) for e in src.extents]
+        if len(extents) != 2 or [int(e) for e in dst.extents] != extents:
+            raise TTUnsupportedError(f"a global-to-global T.copy of a {extents} window into a "
+                                     f"{[int(e) for e in dst.extents]} one", construct=what, source=self.src,
+                                     fix="copy windows of the same 2-D shape, or stage through T.alloc_shared")
+        shared = self.staging_buffer(src.buffer, *extents, "copy", scope=SCOPE_SHARED)
+        zeros = (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0))
+        into = Region(shared, zeros, tuple(src.extents), 2)
+        read = (self.lower_converting_read(src, into, stages, what, note)
+                if self.converts(src.buffer, shared, "input", what) else
+                self.lower_copy_read(src, into, stages, what, note))
+        return tirx.SeqStmt([read, self.lower_copy_local(Region(shared, zeros, tuple(src.extents), 1), dst, what,
+                                                         note)])
 
     def copy_window(self, region):
         """The tile origin of ``region`` when it is a window of its 2-D tile buffer other than the whole buffer:

@@ -268,6 +268,7 @@ class ParallelLower:
         for name in loaded:     # a broadcast operand says nothing about where the destination sits
             if static_shape(self.cbs[name].buffer) == static_shape(dst):
                 self.inherit(dst.name, name)
+        value, loaded = self.realign_broadcasts(nest, value, loaded, dst)
         self.check_aligned(dst.name, loaded, what)
         shape = tuple(nest.extent[v] if v is not None else 1 for v, _ in nest.dst_dims)
         if static_shape(dst) != shape:
@@ -563,6 +564,33 @@ class ParallelLower:
     def index_tile(self, axis: int) -> tirx.Buffer:
         """The constant index tile of ``axis`` (a CB the reader fills once)."""
         return self.constant_tile(INDEX_TILES[axis])
+
+    def realign_broadcasts(self, nest: _Nest, value, loaded: list, dst: tirx.Buffer):
+        """(value, loaded) with each one-row (one-column) operand broadcast over whole tiles of ``dst`` but sitting at
+        a row (column) other than the first of its tiles (a 1-D vector read from row ``b * H + h`` of a ``[B * H, S]``
+        view: FlashAttention's backward reading its log-sum-exps) moved to the first row (``picked_line``): TT
+        broadcasts only a tile's first row (column)."""
+        want = self.placements.get(dst.name, (None, None))
+        moved = {}
+        for name in loaded:
+            have = self.placements.get(name, (None, None))
+            extent = static_shape(self.cbs[name].buffer)
+            for axis in (0, 1):
+                if want[axis] is None and have[axis] is not None and extent[axis] == 1 and \
+                        not self.analyzer.can_prove(have[axis] == 0) and name not in moved:
+                    line, ops = self.picked_line(self.cbs[name].buffer, axis, tirx.IntImm("int32", 0), nest.note)
+                    nest.before.extend(ops)
+                    moved[name] = line
+        if not moved:
+            return value, loaded
+
+        def post(node):
+            if isinstance(node, tirx.BufferLoad) and node.buffer.name in moved:
+                return tirx.BufferLoad(moved[node.buffer.name], node.indices)
+            return None
+
+        value = transform(tirx.Evaluate(value), post, ["tirx.BufferLoad"]).value
+        return value, [moved[n].name if n in moved else n for n in loaded]
 
     def check_aligned(self, dst: str, loaded: list, what: str):
         """Element-wise operands that are smaller than a tile must sit where the destination sits in its tile
