@@ -2,14 +2,16 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> ColumnReadsTT
+    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT -> ColumnReadsTT
                -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
                -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
 
-SplitKernelsTT runs first, on the module: a function of several ``T.Kernel`` launches becomes one function per launch
+AtomicPartialsTT runs first, on the module: an atomic add into a tensor becomes a store into the block's slice of a
+partial tensor and a launch that adds the slices to the tensor (TT cores share no atomic memory). SplitKernelsTT runs
+next, on the module: a function of several ``T.Kernel`` launches becomes one function per launch
 (its stages, run in order by the runtime), and every pass after it compiles one grid.
 ForwardScalarsTT runs next: a scalar local (``T.alloc_var``) becomes the expression it holds, which every kernel
 that needs it then computes. InlineIndexLetsTT runs after it: every analysis after it sees index expressions, never a let-bound variable that
@@ -65,6 +67,7 @@ from .transform.inline_index_lets import inline_index_lets
 from .transform.interleaved_columns import interleaved_columns
 from .transform.memory_space_lower import memory_space_lower
 from .transform.mesh_split import mesh_split
+from .transform.atomic_partials import atomic_partials
 from .transform.column_reads import column_reads
 from .transform.predicate_parallel import predicate_parallel
 from .transform.row_stream import row_stream
@@ -194,6 +197,7 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     mod = IRModule({gv: attrs.put(f, {attrs.COMPUTE: records.Compute(**compute_config.resolve(f, options)).as_dict(),
                                       attrs.DEVICE: options.arch, attrs.SOURCE: source_of(f)})
                     for gv, f in mod.functions.items()})
+    mod = atomic_partials(mod)   # AtomicPartialsTT: atomic adds -> partial tensors and a launch that sums them
     mod = split_kernels(mod)     # SplitKernelsTT: one function per T.Kernel launch (a module pass: it adds functions)
     for step, (name, fn) in enumerate(passes(options), start=1):
         mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})

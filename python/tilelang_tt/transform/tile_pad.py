@@ -264,6 +264,12 @@ class _Views:
                     # transposed on the way, MemorySpaceLowerTT)
                     want = tuple(t.extents[-2:]) if len(t.buffer.shape) >= 2 else _Vector(_dims(t.buffer)[0])
                     self.windows.setdefault(g.buffer.data, []).append((g.extents, want, describe(stmt)))
+                elif is_global(g.buffer) and is_global(t.buffer) and len(g.buffer.shape) >= 3:
+                    # a global-to-global copy moves its window through a tile buffer of the window's 2-D shape
+                    moving = [int(e) for e in g.extents if int(e) != 1]
+                    if len(moving) <= 2:
+                        want = tuple([1] * (2 - len(moving)) + moving)
+                        self.windows.setdefault(g.buffer.data, []).append((g.extents, want, describe(stmt)))
             if len(src.buffer.shape) == 1 and len(dst.buffer.shape) == 1:
                 self.orient.union(src.buffer, dst.buffer)
             for r in (src, dst):
