@@ -258,18 +258,23 @@ def _check_only_atomic(launch, by_tensor, src):
                         arg.args[0].buffer.data in by_tensor:
                     buf = arg.args[0].buffer
         if buf is not None:
-            raise TTUnsupportedError(f"{buf.name} is added to atomically and also read or written another way in the "
-                                     "same launch", construct=describe(node), source=src,
-                                     fix="read the tensor in a separate T.Kernel after the one that adds to it")
+            found.append((buf, node))
 
-    def strip_sites(node):     # the atomic calls' own target loads are not reads
+    def strip_sites(node):     # the atomic calls' own targets are not reads; the values they add are
         if isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call) and isinstance(node.value.op, Op) \
                 and (node.value.op.same_as(ATOMIC_ADD) or node.value.op.same_as(ATOMIC_ADD_TILE)):
-            return tirx.Evaluate(tirx.IntImm("int32", 0))
+            added = node.value.args[1] if node.value.op.same_as(ATOMIC_ADD) else node.value.args[0]
+            return tirx.Evaluate(added)
         return None
 
+    found = []      # raised after the walk: an exception inside TVM's visitor would lose its class
     stripped = tirx.stmt_functor.ir_transform(launch, None, strip_sites, ["tirx.Evaluate"])
     tirx.stmt_functor.post_order_visit(stripped, visit)
+    if found:
+        buf, node = found[0]
+        raise TTUnsupportedError(f"{buf.name} is added to atomically and also read or written another way in the "
+                                 "same launch", construct=describe(node), source=src,
+                                 fix="read the tensor in a separate T.Kernel after the one that adds to it")
 
 
 def atomic_partials_func(func: tirx.PrimFunc) -> tirx.PrimFunc:
