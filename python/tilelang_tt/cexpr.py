@@ -45,7 +45,7 @@ def nonneg(e) -> bool:
         return nonneg(e.args[1]) and nonneg(e.args[2])
     if isinstance(e, tirx.Call) and isinstance(e.op, Op) and str(e.op.name) in _BIT_OPS:
         return all(nonneg(a) for a in e.args)
-    return isinstance(e, tuple(_CMP))      # a comparison is 0 or 1
+    return isinstance(e, (*_CMP, tirx.And, tirx.Or, tirx.Not))      # a comparison or a logical value is 0 or 1
 
 
 def _lowest(e) -> int:
@@ -123,6 +123,10 @@ def cexpr(e, names: dict | None = None, prec: int = 0) -> str:
     for cls, sym in _CMP.items():
         if isinstance(e, cls):
             return f"({cexpr(e.a, names, 3)} {sym} {cexpr(e.b, names, 3)})"
+    if isinstance(e, (tirx.And, tirx.Or)):
+        return f"({cexpr(e.a, names, 3)} {'&&' if isinstance(e, tirx.And) else '||'} {cexpr(e.b, names, 3)})"
+    if isinstance(e, tirx.Not):
+        return f"(!{cexpr(e.a, names, 3)})"
     if isinstance(e, tirx.Call) and isinstance(e.op, Op) and str(e.op.name) == "tirx.if_then_else":
         e = tirx.Select(*e.args)
     if isinstance(e, tirx.Select):

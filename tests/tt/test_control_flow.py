@@ -254,3 +254,44 @@ def test_expert_with_no_tokens_skips_its_stores():
     torch.testing.assert_close(y, want, rtol=0, atol=0)
     writer = (kernel.artifact_dir / "kernels" / "writer.cpp").read_text()
     assert "read_index(cb_Counts_idx_w, Counts" in writer
+
+
+def selected_blocks(NB=3, NS=4, D=64):
+    """TileLang's native sparse attention picks key blocks from an index table and skips the invalid ones
+    (``if i_s <= i_t and i_s >= 0``); here each block sums the 32-row blocks of X its table row names, each weighted
+    by its own index (an element of a 3-D int32 table used as a scalar inside a T.Parallel)."""
+    @T.prim_func
+    def k(X: T.Tensor((NB * 32, D), "float32"), Idx: T.Tensor((1, NB, NS), "int32"),
+          O: T.Tensor((NB * 32, D), "float32")):
+        with T.Kernel(NB, threads=128) as bx:
+            x = T.alloc_shared((32, D), "float32")
+            acc = T.alloc_fragment((32, D), "float32")
+            T.clear(acc)
+            for i in T.serial(NS):
+                s = Idx[0, bx, i] * 32
+                if s <= bx * 32 and s >= 0:
+                    T.copy(X[s:s + 32, :], x)
+                    for a, b in T.Parallel(32, D):
+                        acc[a, b] += x[a, b] * T.Cast("float32", Idx[0, bx, i] + 1)
+            T.copy(acc, O[bx * 32, 0])
+
+    return k
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_blocks_selected_by_an_index_table_with_a_compound_condition(arch):
+    NB, NS, D = 3, 4, 64
+    kernel = tilelang.compile(selected_blocks(NB, NS, D), target={"kind": "tt", "arch": arch})
+    x = torch.randn(NB * 32, D)
+    idx = torch.tensor([[[0, -1, 0, 2], [1, 0, -1, -1], [2, 1, 0, 5]]], dtype=torch.int32)
+    out = torch.zeros(NB * 32, D)
+    kernel(x, idx, out)
+    want = torch.zeros(NB * 32, D)
+    for b in range(NB):
+        acc = torch.zeros(32, D)
+        for i in range(NS):
+            s = int(idx[0, b, i])
+            if s * 32 <= b * 32 and s >= 0:     # -1 (no block) and 2 > 0 (a future block) are skipped
+                acc = acc + x[s * 32:(s + 1) * 32] * float(s + 1)
+        want[b * 32:(b + 1) * 32] = acc
+    assert torch.equal(out, want)     # one float32 multiply and add per step, in the loop's order

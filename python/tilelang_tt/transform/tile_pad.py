@@ -215,8 +215,10 @@ class _Views:
                 self.bcast[a.buffer.data] = tuple(seen[k] and self._bcast(a, vars_, k) for k in (0, 1))
             if is_global(a.buffer) and len(a.indices) >= 3:
                 ext = tuple(next((e for v, e in zip(vars_, extents) if uses_var(ix, v)), 1) for ix in a.indices)
-                rows = extents[0] if len(vars_) == 2 else 1
-                cols = extents[-1]
+                # the block the access moves: the nest's extents along the variables it uses (an element read with
+                # none of them, a scalar of the whole nest, is a 1 x 1 block)
+                rows = extents[0] if len(vars_) == 2 and any(uses_var(ix, vars_[0]) for ix in a.indices) else 1
+                cols = extents[-1] if any(uses_var(ix, vars_[-1]) for ix in a.indices) else 1
                 self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
 
     def _bcast(self, access, vars_, axis: int) -> bool:
