@@ -11,7 +11,6 @@ import tilelang.language as T
 import torch
 import torch.nn.functional as F
 
-from tilelang_tt.errors import TTUnsupportedError
 
 
 def flash_fwd_with_lse(batch, heads, seq, dim, block_M=64, block_N=64, groups=1):
@@ -112,7 +111,7 @@ def test_vector_stored_as_a_row_exactly():
     assert torch.equal(lse, x.amax(-1)) and torch.equal(l2.float(), x.amax(-1)[0])
 
 
-def test_row_read_into_a_column_vector_is_refused():
+def test_row_read_into_a_column_vector_once_refused():
     @T.prim_func
     def k(X: T.Tensor((64, 64), "float32"), L: T.Tensor((4, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
         with T.Kernel(1, threads=128) as bx:
@@ -124,9 +123,10 @@ def test_row_read_into_a_column_vector_is_refused():
                 xs[i, j] = xs[i, j] - m[i]
             T.copy(xs, Y[0, 0])
 
-    with pytest.raises(TTUnsupportedError, match=r"(?s)a row of L read into m, a vector of per-row values .* fix: index m "
-                                                 r"by the column variable"):
-        tilelang.compile(k, target="tt")
+    kernel = tilelang.compile(k, target="tt")      # the row is read, then transposed into a column on chip
+    x, lse, y = torch.randn(64, 64), torch.randn(4, 64), torch.zeros(64, 64)
+    kernel(x, lse, y)
+    assert torch.equal(y, x - lse[0][:, None])
 
 
 def _crosswise(reduce_dim, both):
@@ -174,3 +174,37 @@ def test_vector_read_by_the_other_loop_variable(arch, reduce_dim, both):
     assert torch.equal(O, want)
     transposes = [c for c in kernel.plan["cbs"] if c["name"].startswith("sc") and c["name"] != "sc"]
     assert len(transposes) == 1 and transposes[0]["producer"] == ["compute"]
+
+
+def _row_into_column(R, M, dtype):
+    """``T.copy(L[b, 0:M], v)`` into a vector read by the row variable (``x[i, j] * v[i]``): row b sits at row
+    b % 32 of its tile; M < 32 is part of one tile."""
+    step = max(M, 32)
+
+    @T.prim_func
+    def k(L: T.Tensor((R, M), dtype), X: T.Tensor((R * step, 64), "float32"),
+          O: T.Tensor((R * step, 64), "float32")):
+        with T.Kernel(R) as bx:
+            v = T.alloc_fragment((M,), "float32")
+            x = T.alloc_fragment((M, 64), "float32")
+            T.copy(L[bx, 0:M], v)
+            T.copy(X[bx * step, 0], x)
+            for i, j in T.Parallel(M, 64):
+                x[i, j] = x[i, j] * v[i]
+            T.copy(x, O[bx * step, 0])
+
+    return k
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("M,dtype", [(64, "float32"), (16, "bfloat16"), (4, "float32")])
+def test_row_read_into_a_column_vector(arch, M, dtype):
+    R, step = 6, max(M, 32)
+    kernel = tilelang.compile(_row_into_column(R, M, dtype), target={"kind": "tt", "arch": arch})
+    L = torch.randn(R, M).to(getattr(torch, dtype))
+    X, O = torch.randn(R * step, 64), torch.zeros(R * step, 64)
+    kernel(L, X, O)
+    want = torch.zeros(R * step, 64)
+    for b in range(R):      # the row is moved and transposed (exact), then one float32 multiply per element
+        want[b * step:b * step + M] = X[b * step:b * step + M] * L[b].float()[:, None]
+    assert torch.equal(O, want)

@@ -178,6 +178,9 @@ class CopyLower:
             if origin is not None:
                 return self.lower_read_into_window(src, dst, origin, stages, what, note)
             self.check_whole(dst, what)
+            shape = static_shape(dst.buffer, self.src)
+            if shape[1] == 1 and shape[0] > 1 and [int(e) for e in src.extents] == [1, shape[0]]:
+                return self.lower_row_into_column(src, dst, stages, what, note)
             if self.converts(src.buffer, dst.buffer, "input", what):
                 return self.lower_converting_read(src, dst, stages, what, note)
             return self.lower_copy_read(src, dst, stages, what, note)
@@ -200,6 +203,28 @@ class CopyLower:
                 self.lower_copy_read(src, into, stages, what, note))
         return tirx.SeqStmt([read, self.lower_copy_local(Region(shared, zeros, tuple(src.extents), 1), dst, what,
                                                          note)])
+
+    def lower_row_into_column(self, src, dst, stages: int, what: str, note: str):
+        """``T.copy(X[r, c0:c0 + n], v)`` into ``v``, a vector of per-row values (a column of its tiles: it is read
+        as ``v[i]`` by the row variable, or a row reduction's peer): the reader moves the row into a row vector,
+        compute moves it to the first row of its tiles when it sits lower (``picked_line``) and transposes the tiles
+        (``transpose_tile``: row 0 -> column 0) into ``v``."""
+        n = static_shape(dst.buffer, self.src)[0]
+        row = self.staging_buffer(dst.buffer, 1, n, "row", scope=SCOPE_SHARED)
+        whole = Region(row, (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)), (1, n), 2)
+        read = (self.lower_converting_read(src, whole, stages, what, note)
+                if self.converts(src.buffer, row, "input", what) else
+                self.lower_copy_read(src, whole, stages, what, note))
+        ops = [read]
+        source = self.current(row)
+        if not self.analyzer.can_prove(self.placements.get(source.name, (0, None))[0] == 0):
+            source, pick = self.picked_line(source, 0, tirx.IntImm("int32", 0), note)
+            ops += pick
+        column, transpose = self.transposed_copy(source, note)
+        ops.append(transpose)
+        zeros = (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0))
+        ops.append(self.lower_copy_local(Region(column, zeros, (n, 1), 1), dst, what, note))
+        return tirx.SeqStmt(ops)
 
     def copy_window(self, region):
         """The tile origin of ``region`` when it is a window of its 2-D tile buffer other than the whole buffer:
@@ -236,13 +261,6 @@ class CopyLower:
         self.alias.pop(target.name, None)      # the reader refills it: later reads see this block
         self.events.append((target.name, "def"))
         r, c0, rows, cols, window = self.tile_coords(src, what)
-        shape = static_shape(target, self.src)
-        if shape[1] == 1 and shape[0] > 1 and [int(e) for e in src.extents] == [1, shape[0]]:
-            raise TTUnsupportedError(
-                f"a row of {src.buffer.name} read into {target.name}, a vector of per-row values (a column "
-                "of its tiles): the reader moves rows of tiles, not a row into a column", construct=what,
-                source=self.src, fix=f"index {target.name} by the column variable (a per-column vector, as "
-                "FlashAttention's backward reads LSE), or store the values as a column of a tensor")
         self._check_block(target, rows, cols, what)
         self.placements.pop(target.name, None)
         self.placement(target.name, window, what)

@@ -5,7 +5,8 @@ TileLang users name index arithmetic (``t = by * bt + i`` inside a ``T.Parallel`
 ``offset + i`` split) must see the expression, not a variable that hides the loop index it depends on.
 
 In:  the frontend's PrimFunc.
-Out: every ``Bind(var, value)`` of an integer ``var`` whose ``value`` is index arithmetic -- of variables, and of
+Out: region extents that simplify to constants are those constants (``H1 - H0`` with ``H1 = H0 + 16``); every
+     ``Bind(var, value)`` of an integer ``var`` whose ``value`` is index arithmetic -- of variables, and of
      elements of integer tensors the kernel only reads (``e = expert_ids[by]``) -- is removed and ``var`` is
      replaced by ``value`` in the statements after it in its sequence; so is a float ``var`` bound to arithmetic of
      elements of tensors the kernel only reads (``slope = Slopes[by]``: a scalar operand where it is used).
@@ -16,9 +17,11 @@ Errors: none.
 
 from __future__ import annotations
 
-from tvm import tirx
+from tvm import arith, tirx
 
 from .common import TileOps, has_load, is_call_to, prim_func_pass
+
+_ANALYZER = arith.Analyzer()
 
 
 def _pure_call(c: tirx.Call) -> bool:
@@ -84,7 +87,19 @@ def inline_index_lets(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return out[0] if len(out) == 1 else tirx.SeqStmt(out)
 
     body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SeqStmt"])
+    body = tirx.stmt_functor.ir_transform(body, None, _constant_extents, ["tirx.Call"])
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _constant_extents(node):
+    """A ``tl.region`` whose extents simplify to constants (``Q[s, H0:H1, :]`` with ``H1 = H0 + 16``: extent
+    ``H1 - H0``) with those constants."""
+    if not is_call_to(node, TileOps.region):
+        return None
+    extents = [_ANALYZER.simplify(e) for e in node.args[2:]]
+    if all(e.same_as(old) for e, old in zip(extents, node.args[2:])):
+        return None
+    return tirx.Call(node.dtype, node.op, [*node.args[:2], *extents], node.annotations)
 
 
 def InlineIndexLetsTT():

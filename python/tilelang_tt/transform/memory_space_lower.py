@@ -345,9 +345,10 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
     def transposed_copy(self, source: tirx.Buffer, note: str):
         """(scratch, op): a compute scratch CB that ``transpose(source, scratch)`` fills with ``source``
         transposed, tile by tile (``transpose_tile``); consumed where it is read. A column vector ([n, 1]: its
-        values in column 0 of its tiles) becomes a row vector (row 0), and a row vector a column vector."""
+        values in column 0 of its tiles) becomes a row vector (row 0), and a row vector a column vector; a block
+        smaller than a tile moves to the transposed place in its tile."""
         rows, cols = static_shape(source, self.src)
-        if rows % TILE and rows != 1 or cols % TILE and cols != 1:
+        if rows % TILE and rows > TILE or cols % TILE and cols > TILE:    # TilePadTT refuses such buffers first
             raise TTUnsupportedError(f"a transpose of {source.name} ({rows}x{cols}), a block smaller than whole "
                                      "tiles", construct=note, source=self.src,
                                      fix="transpose blocks whose extents are multiples of 32")
@@ -356,6 +357,8 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         # bits, TT_KERNEL_PATTERNS 5b), so fp16 blocks are transposed into a Float32 scratch (fp32 holds fp16).
         dtype = "float32" if str(source.dtype) == "float16" else None
         scratch = self.staging_buffer(source, cols, rows, "T", dtype=dtype, scope=SCOPE_FRAGMENT)
+        if source.name in self.placements:      # a block smaller than a tile: transposed in place in its tile
+            self.placements[scratch.name] = tuple(reversed(self.placements[source.name]))
         self.cbs[scratch.name].producer.add("compute")
         self.cbs[scratch.name].consumer.add("compute")
         self.scratch.add(scratch.name)

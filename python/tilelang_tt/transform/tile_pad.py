@@ -194,6 +194,11 @@ class _Views:
         tirx.stmt_functor.post_order_visit(body, lambda n: accesses.append(n)
                                            if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)) else None)
         vectors = [a.buffer for a in accesses if len(a.indices) == 1]
+        in_index = set()     # loads inside another access's index (a gather's row numbers, read by the reader)
+        for a in accesses:
+            for ix in a.indices:
+                tirx.stmt_functor.post_order_visit(ix, lambda n: in_index.add(n) if isinstance(n, tirx.BufferLoad)
+                                                   else None)
         for a in accesses:
             if len(a.indices) == 1 and len(vars_) == 2:
                 for pos, v in enumerate(vars_):
@@ -219,7 +224,9 @@ class _Views:
                 # none of them, a scalar of the whole nest, is a 1 x 1 block)
                 rows = extents[0] if len(vars_) == 2 and any(uses_var(ix, vars_[0]) for ix in a.indices) else 1
                 cols = extents[-1] if any(uses_var(ix, vars_[-1]) for ix in a.indices) else 1
-                self.windows.setdefault(a.buffer.data, []).append((ext, (rows, cols), describe(loop)))
+                # row numbers of a gather are read one by one: a row or a column of the index tensor serves
+                want = _Vector(max(rows, cols)) if a in in_index and min(rows, cols) == 1 else (rows, cols)
+                self.windows.setdefault(a.buffer.data, []).append((ext, want, describe(loop)))
 
     def _bcast(self, access, vars_, axis: int) -> bool:
         """A read of one row (``axis`` 0) or column (1) of a 2-D tensor broadcast over the rows (columns) of a 2-D
