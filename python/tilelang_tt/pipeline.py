@@ -10,7 +10,8 @@ TIR passes (``lower_module``):
                -> mark as device kernel
 
 AtomicPartialsTT runs first, on the module: an atomic add into a tensor becomes a store into the block's slice of a
-partial tensor and a launch that adds the slices to the tensor (TT cores share no atomic memory). SplitKernelsTT runs
+partial tensor and a launch that adds the slices to the tensor (TT cores share no atomic memory); not for a mesh
+target, where MeshSplitTT refuses a reduction across chips. SplitKernelsTT runs
 next, on the module: a function of several ``T.Kernel`` launches becomes one function per launch
 (its stages, run in order by the runtime), and every pass after it compiles one grid.
 ForwardScalarsTT runs next: a scalar local (``T.alloc_var``) becomes the expression it holds, which every kernel
@@ -197,7 +198,8 @@ def lower_module(mod: IRModule, options: TTOptions, target: Target | None = None
     mod = IRModule({gv: attrs.put(f, {attrs.COMPUTE: records.Compute(**compute_config.resolve(f, options)).as_dict(),
                                       attrs.DEVICE: options.arch, attrs.SOURCE: source_of(f)})
                     for gv, f in mod.functions.items()})
-    mod = atomic_partials(mod)   # AtomicPartialsTT: atomic adds -> partial tensors and a launch that sums them
+    if options.mesh is None:     # on a mesh, MeshSplitTT refuses a reduction across chips by name
+        mod = atomic_partials(mod)   # AtomicPartialsTT: atomic adds -> partial tensors and a launch that sums them
     mod = split_kernels(mod)     # SplitKernelsTT: one function per T.Kernel launch (a module pass: it adds functions)
     for step, (name, fn) in enumerate(passes(options), start=1):
         mod = IRModule({gv: fn(f) if isinstance(f, tirx.PrimFunc) else f for gv, f in mod.functions.items()})

@@ -75,3 +75,24 @@ def test_global_to_global_copy_of_2d_blocks():
     a, c = torch.randn(64, 64), torch.zeros(64, 64)
     kernel(a, c)
     assert torch.equal(c, a)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_element_fragment_set_outside_t_parallel(arch):
+    """``D_local[0, 0] = T.Cast("float32", D[0, h])`` (TileLang's Mamba chunk scan): a store of the one element of a
+    1x1 fragment at the block level, then the element scales a block."""
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), T.float32), Dv: T.Tensor((1, 2), T.bfloat16), O: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(2) as bx:
+            d = T.alloc_fragment((1, 1), T.float32)
+            x = T.alloc_fragment((32, 64), T.float32)
+            d[0, 0] = T.Cast("float32", Dv[0, bx])
+            T.copy(X[bx * 32, 0], x)
+            for i, j in T.Parallel(32, 64):
+                x[i, j] = x[i, j] * d[0, 0]
+            T.copy(x, O[bx * 32, 0])
+
+    kernel = tilelang.compile(k, target={"kind": "tt", "arch": arch})
+    x, dv, o = torch.randn(64, 64), torch.randn(1, 2).bfloat16(), torch.zeros(64, 64)
+    kernel(x, dv, o)
+    assert torch.equal(o, x * dv.float().repeat_interleave(32, dim=1)[0][:, None])

@@ -8,7 +8,6 @@ import tilelang
 import tilelang.language as T
 import torch
 
-from tilelang_tt.errors import TTUnsupportedError
 
 D = 64
 
@@ -66,8 +65,16 @@ def test_a_column_of_a_bsh_tensor_is_a_per_row_vector(B, S, H, gdtype, form, arc
     assert len(reads) == 1 and reads[0]["block_tiles"] == 2      # 64 tokens x one 32-column tile
 
 
-def test_a_column_of_a_tensor_whose_last_axis_is_not_whole_tiles_stays_refused():
-    """H = 48: the column's tile column would reach past the tensor; the pass leaves the read, which is refused."""
-    with pytest.raises(TTUnsupportedError, match=r"g is one column at column by % 48 % 32 of its tile, broadcast over "
-                                                 r"the whole tiles of y: TT broadcasts only the tile's first column"):
-        tilelang.compile(scaled_rows(1, 128, 48, "float32", "copy"), target="tt")
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_column_of_a_tensor_whose_last_axis_is_not_whole_tiles(arch):
+    """H = 48: the column's tile column would reach past the tensor, so ColumnReadsTT leaves the read (once refused:
+    a column at column h % 32 of its tile broadcast over whole tiles); compute now moves the column to the first
+    column of its tile (the other columns zeroed, a row sum: exact) before the broadcast."""
+    kernel = tilelang.compile(scaled_rows(1, 128, 48, "float32", "copy"), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(48)
+    gate = (torch.randint(-8, 9, (1, 128, 48), generator=g) / 4).float()
+    x = (torch.randint(-8, 9, (1, 128, 48, D), generator=g) / 4).bfloat16()
+    o = torch.empty(1, 128, 48, D)
+    kernel(gate, x, o)
+    assert torch.equal(o, x.float() * gate[..., None])
+    assert not any(c["name"].startswith("G_cols") for c in kernel.plan["cbs"])

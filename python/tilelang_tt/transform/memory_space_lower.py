@@ -48,7 +48,7 @@ from ..device import TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import tile_format
 from ..intrinsics import TTOps, call
-from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load,
+from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load, is_global,
                      prim_func_pass, source_of, static_shape, tile_op_call, tile_shape_2d, tilelang_text)
 from .copy_lower import CopyLower
 from .int_range import check_int_ranges
@@ -229,6 +229,15 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         if isinstance(stmt, tirx.While):
             raise TTUnsupportedError("a while loop (data-dependent control flow)", construct=describe(stmt),
                                      source=self.src, fix="use loops with compile-time extents")
+        if isinstance(stmt, tirx.BufferStore) and not is_global(stmt.buffer) and \
+                all(int(n) == 1 for n in static_shape(stmt.buffer, self.src)) and \
+                all(isinstance(i, tirx.IntImm) and int(i) == 0 for i in stmt.indices):
+            # the one element of a 1x1 tile buffer (D_local[0, 0] = D[h]): a T.Parallel over its one element
+            loop_vars = [tirx.Var(v, "int32") for v in ("i", "j")[:len(stmt.indices)]]
+            nest = tirx.BufferStore(stmt.buffer, stmt.value, loop_vars)
+            for v in reversed(loop_vars):
+                nest = tirx.For(v, 0, 1, tirx.ForKind.PARALLEL, nest)
+            return self.lower(nest, stages)
         if isinstance(stmt, tirx.BufferStore):
             raise TTUnsupportedError("a scalar store outside T.Parallel", construct=describe(stmt), source=self.src,
                                      fix="write element-wise code inside `for i, j in T.Parallel(M, N)`")
