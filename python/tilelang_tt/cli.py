@@ -324,7 +324,7 @@ def _is_tt(target, normalize) -> bool:
 def _compile(args) -> int:
     import tilelang_tt  # noqa: F401
     from tilelang_tt.artifact import check_output_dir, write_artifact
-    from tilelang_tt.codegen import generate
+    from tilelang_tt.codegen import module_artifact
     from tilelang_tt.errors import TTError
     from tilelang_tt.pipeline import lower_module
     from tilelang_tt.summary import plan_summary
@@ -337,15 +337,18 @@ def _compile(args) -> int:
     func, jit_target = _load(args.kernel, bindings)
     options = compile_options(args.target, args.arch, args.max_cores, jit_target)
     try:
-        mod = lower_module(IRModule({"main": func}), options)
-        artifact = generate(mod["main"], options)
+        artifact = module_artifact(lower_module(IRModule({"main": func}), options), options)
     except TTError as err:
         return _fail(err, EXIT_FAILED)
     out = write_artifact(artifact.files, artifact.name, exact_dir=args.out)
-    print(plan_summary(artifact.plan))
     from tilelang_tt.perf_model import model_for_artifact, summary
 
-    print(f"  {summary(model_for_artifact(out, artifact.plan))}")
+    # several T.Kernel launches: each launch's program, in its own directory, in launch order
+    launches = getattr(artifact, "stage_plans", None)
+    dirs = [Path(out) / s["dir"] for s in artifact.description["stages"]] if launches else [Path(out)]
+    for directory, plan in zip(dirs, launches or [artifact.plan]):
+        print(plan_summary(plan))
+        print(f"  {summary(model_for_artifact(directory, plan))}")
     print(f"wrote {out}")
     return EXIT_OK
 

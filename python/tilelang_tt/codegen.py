@@ -281,21 +281,24 @@ def _record_artifact(source: str, art: Artifact | SequenceArtifact) -> None:
         _ARTIFACTS.popitem(last=False)
 
 
-def build_tt_without_compile(mod: IRModule, target: Target):
-    """DeviceCodegen hook: emit and write the artifact of every kernel; return a source module."""
-    options = options_from_target(target)
+def module_artifact(mod: IRModule, options: TTOptions) -> Artifact | SequenceArtifact:
+    """The artifact of a lowered module: its one kernel's, or, for SplitKernelsTT's stages of one function, a
+    sequence artifact of one artifact per launch, in launch order (sequence.py)."""
     funcs = [f.attrs[attrs.LOWERED] if attrs.LOWERED in f.attrs else f
              for _, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)]
     stages = [records.sequence(f) for f in funcs]
     if len(funcs) == 1 and stages[0] is None:
-        art = generate(funcs[0], options)
-    elif funcs and all(r is not None and r.kernel == stages[0].kernel and r.stages == len(funcs) for r in stages):
-        # SplitKernelsTT's stages of one function: one artifact each, run in order (sequence.py)
+        return generate(funcs[0], options)
+    if funcs and all(r is not None and r.kernel == stages[0].kernel and r.stages == len(funcs) for r in stages):
         order = sorted(range(len(funcs)), key=lambda i: stages[i].stage)
-        art = SequenceArtifact.from_stages(stages[0].kernel, stages[order[0]],
-                                           [generate(funcs[i], options) for i in order])
-    else:
-        raise TTLoweringError(f"expected one kernel, found {len(funcs)}", construct="codegen")
+        return SequenceArtifact.from_stages(stages[0].kernel, stages[order[0]],
+                                            [generate(funcs[i], options) for i in order])
+    raise TTLoweringError(f"expected one kernel, found {len(funcs)}", construct="codegen")
+
+
+def build_tt_without_compile(mod: IRModule, target: Target):
+    """DeviceCodegen hook: emit and write the artifact of every kernel; return a source module."""
+    art = module_artifact(mod, options_from_target(target))
     art.directory = write_artifact(art.files, art.name)
     logger.info("tilelang-tt: wrote %s", art.directory)
     source = art.source()

@@ -108,6 +108,9 @@ def test_cache_hit_runs_the_sequence(tmp_path, monkeypatch, artifact_root):
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tlcache"))
     monkeypatch.setenv("TILELANG_TT_CACHE_DIR", str(tmp_path / "ttcache"))
     monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
+    from tilelang import env
+
+    was_enabled = env.is_cache_enabled()      # restored after: later tests in this worker keep their setting
     tilelang.enable_cache()
     try:
         TTKernelCache()._memory_cache.clear()
@@ -116,7 +119,8 @@ def test_cache_hit_runs_the_sequence(tmp_path, monkeypatch, artifact_root):
         second = tilelang.compile(_scale_then_add(32, 64), target="tt")
     finally:
         TTKernelCache()._memory_cache.clear()
-        tilelang.disable_cache()
+        if not was_enabled:
+            tilelang.disable_cache()
     assert (first.compile_info["cache"], second.compile_info["cache"]) == ("miss", "hit")
     assert second.get_kernel_source() == first.get_kernel_source()
     a, b, o = torch.randn(32, 64), torch.randn(32, 64), torch.zeros(32, 64)
@@ -148,3 +152,31 @@ def test_code_between_launches_is_refused():
     with pytest.raises(TTUnsupportedError, match="a statement outside the 2 T.Kernel launches") as err:
         tilelang.compile(between, target="tt")
     assert "move the statement into the T.Kernel that needs it" in str(err.value)
+
+
+TWO_LAUNCHES = '''
+import tilelang.language as T
+
+
+@T.prim_func
+def two(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        for i, j in T.Parallel(32, 32):
+            B[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * 2.0
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        for i, j in T.Parallel(32, 32):
+            C[by * 32 + i, bx * 32 + j] = B[by * 32 + i, bx * 32 + j] + 1.0
+'''
+
+
+def test_cli_compiles_a_function_of_two_launches(tmp_path, capsys):
+    from tests.tt.test_files import _cli
+
+    src = tmp_path / "two.py"
+    src.write_text(TWO_LAUNCHES)
+    rc, out, err = _cli(capsys, "compile", f"{src}:two", "--out", tmp_path / "out")
+    assert rc == 0, err
+    seq = json.loads((tmp_path / "out" / "tt.sequence.json").read_text())
+    assert [s["dir"] for s in seq["stages"]] == ["two_k0", "two_k1"]
+    assert out.count("performance model (modeled, not measured)") == 2     # one summary per launch
+    assert all((tmp_path / "out" / d / "tt.plan.json").is_file() for d in ("two_k0", "two_k1"))
