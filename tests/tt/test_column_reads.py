@@ -78,3 +78,28 @@ def test_a_column_of_a_tensor_whose_last_axis_is_not_whole_tiles(arch):
     kernel(gate, x, o)
     assert torch.equal(o, x.float() * gate[..., None])
     assert not any(c["name"].startswith("G_cols") for c in kernel.plan["cbs"])
+
+
+def test_one_element_inside_its_tile_broadcast_over_whole_tiles():
+    """``s`` is X[32 * by + 3, 32 * bx + 5], one element at row 3, column 5 of its tile, scaling a whole tile: it is
+    moved to row 0 (a column sum), then to column 0 (a row sum; both exact), where the FPU broadcasts from."""
+
+    @T.prim_func
+    def scaled(A: T.Tensor((64, 64), "float32"), X: T.Tensor((64, 64), "float32"),
+               O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2) as (bx, by):
+            a = T.alloc_fragment((32, 32), "float32")
+            s = T.alloc_fragment((1, 1), "float32")
+            T.copy(A[by * 32, bx * 32], a)
+            T.copy(X[by * 32 + 3:by * 32 + 4, bx * 32 + 5:bx * 32 + 6], s)
+            for i, j in T.Parallel(32, 32):
+                a[i, j] = a[i, j] * s[0, 0]
+            T.copy(a, O[by * 32, bx * 32])
+
+    kernel = tilelang.compile(scaled, target="tt")
+    g = torch.Generator().manual_seed(35)
+    a, x = torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g)
+    o = torch.empty(64, 64)
+    kernel(a, x, o)
+    scale = x[3::32, 5::32].repeat_interleave(32, 0).repeat_interleave(32, 1)
+    assert torch.equal(o, a * scale)

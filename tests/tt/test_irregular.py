@@ -243,23 +243,6 @@ def test_gathered_scale_feeds_compute():
     assert torch.equal(y, x * w[ids.long()])
 
 
-def test_two_kernel_launches_run_in_order():
-    """Once refused by name; now each launch is a TT program, run in order (tests/tt/test_sequence.py)."""
-    @T.prim_func
-    def two(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            for i, j in T.Parallel(32, 32):
-                B[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * 2.0
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            for i, j in T.Parallel(32, 32):
-                C[by * 32 + i, bx * 32 + j] = B[by * 32 + i, bx * 32 + j] + 1.0
-
-    kernel = tilelang.compile(two, target="tt")
-    a, b, c = torch.randn(64, 64), torch.zeros(64, 64), torch.zeros(64, 64)
-    kernel(a, b, c)
-    assert torch.equal(b, a * 2.0) and torch.equal(c, a * 2.0 + 1.0)
-
-
 def _varlen_paged_decode(B, H, D, BS, MAXB, NB):
     """vLLM-style paged decode: sequence b has SeqLens[b] tokens, in ceil(SeqLens[b] / BS) blocks found through
     the block table; the positions past its end in the last block are masked."""

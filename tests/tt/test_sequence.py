@@ -169,6 +169,20 @@ def two(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32"), C: T
 '''
 
 
+def test_two_launches_run_in_order(tmp_path):
+    """Once refused by name ("2 T.Kernel launches in one function"); the second launch reads what the first wrote."""
+    import importlib.util
+
+    (tmp_path / "two.py").write_text(TWO_LAUNCHES)     # TileLang's parser reads the function's source file
+    spec = importlib.util.spec_from_file_location("two_launches", tmp_path / "two.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = tilelang.compile(module.two, target="tt")
+    a, b, c = torch.randn(64, 64), torch.zeros(64, 64), torch.zeros(64, 64)
+    kernel(a, b, c)
+    assert torch.equal(b, a * 2.0) and torch.equal(c, a * 2.0 + 1.0)
+
+
 def test_cli_compiles_a_function_of_two_launches(tmp_path, capsys):
     from tests.tt.test_files import _cli
 

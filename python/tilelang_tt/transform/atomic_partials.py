@@ -31,7 +31,7 @@ from tvm.ir import Op
 
 from ..errors import TTUnsupportedError
 from .common import (GRID_TAGS, TILE, TileOps, UnsupportedOps, decode_region, describe, region_call, source_of,
-                     tile_op_call, uses_var)
+                     stmt_children, tile_op_call, uses_var)
 
 ATOMIC_ADD = Op.get("tl.atomic_add_elem_op")    # T.atomic_add(D[i, j], v) inside a T.Parallel
 ATOMIC_ADD_TILE = Op.get("tl.tileop.atomicadd")  # T.atomic_add(D[window], fragment)
@@ -96,22 +96,11 @@ def _sites(launch, src) -> list:
                                          "lowering (per-block partial results summed by a second launch)",
                                          construct=describe(s), source=src,
                                          fix="write the update as T.atomic_add, or reduce into a fragment")
-        for child in _children(s):
+        for child in stmt_children(s):
             walk(child, loops, par)
 
     walk(launch, [], {})
     return found
-
-
-def _children(s) -> list:
-    if isinstance(s, tirx.SeqStmt):
-        return list(s.seq)
-    if isinstance(s, tirx.SBlockRealize):
-        return [s.block.body]
-    if isinstance(s, tirx.IfThenElse):
-        return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
-    body = getattr(s, "body", None)
-    return [body] if isinstance(body, tirx.Stmt) else []
 
 
 def _moves(var, mins, extents, others) -> bool:

@@ -38,6 +38,21 @@ def visit(node, fn) -> None:
         raise errors[0]
 
 
+def stmt_children(stmt) -> list:
+    """The statements directly inside ``stmt`` (a SeqStmt's, a block's body, both cases of an ``if``, the body of a
+    loop, let or attribute), for walkers that carry their own context (the loops around a statement) down."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return list(stmt.seq)
+    if isinstance(stmt, tirx.SBlockRealize):
+        return [stmt.block.body]
+    if isinstance(stmt, tirx.SBlock):
+        return [stmt.body]
+    if isinstance(stmt, tirx.IfThenElse):
+        return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+    body = getattr(stmt, "body", None)     # For, AttrStmt and the other single-body statements
+    return [body] if isinstance(body, tirx.Stmt) else []
+
+
 def transform(node, post, only_enable):
     """``ir_transform`` with the same error handling as :func:`visit`."""
     errors = []

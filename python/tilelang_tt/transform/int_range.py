@@ -17,7 +17,7 @@ from tvm import arith, tirx
 
 from ..device import INT_AS_FLOAT_LIMIT, TILE_INT_AS_FLOAT
 from ..errors import TTUnsupportedError
-from .common import TileOps, decode_region, describe, is_global, tile_op_call
+from .common import TileOps, decode_region, describe, is_global, stmt_children, tile_op_call
 
 
 class _Unbounded(Exception):
@@ -61,7 +61,7 @@ def check_int_ranges(func: tirx.PrimFunc, src: str) -> None:
                                             "precision) and convert where it is stored")
                     stores.append((b, tirx.BufferLoad(a, [0] * len(a.shape)), loops, stmt))
         else:
-            for child in _children(stmt):
+            for child in stmt_children(stmt):
                 walk(child, loops)
 
     walk(func.body, {})
@@ -92,17 +92,6 @@ def _reads_tensor(stmt) -> bool:
     tirx.stmt_functor.post_order_visit(stmt.value, lambda n: found.append(n) if isinstance(
         n, tirx.BufferLoad) and is_global(n.buffer) else None)
     return bool(found)
-
-
-def _children(stmt):
-    if isinstance(stmt, tirx.SBlockRealize):
-        return [stmt.block.body]
-    if isinstance(stmt, tirx.SBlock):
-        return [stmt.body]
-    if isinstance(stmt, tirx.IfThenElse):
-        return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
-    body = getattr(stmt, "body", None)     # AttrStmt and the other single-body statements
-    return [body] if isinstance(body, tirx.Stmt) else []
 
 
 def _bound(value, loops, lets, bound, stmt, src) -> int:

@@ -573,14 +573,14 @@ class ParallelLower:
         want = self.placements.get(dst.name, (None, None))
         moved = {}
         for name in loaded:
-            have = self.placements.get(name, (None, None))
-            extent = static_shape(self.cbs[name].buffer)
-            for axis in (0, 1):
-                if want[axis] is None and have[axis] is not None and extent[axis] == 1 and \
-                        not self.analyzer.can_prove(have[axis] == 0) and name not in moved:
-                    line, ops = self.picked_line(self.cbs[name].buffer, axis, tirx.IntImm("int32", 0), nest.note)
+            current = self.cbs[name].buffer
+            for axis in (0, 1):     # a 1x1 element inside its tile moves along both axes, one after the other
+                have = self.placements.get(current.name, (None, None))
+                if want[axis] is None and have[axis] is not None and static_shape(current)[axis] == 1 and \
+                        not self.analyzer.can_prove(have[axis] == 0):
+                    current, ops = self.picked_line(current, axis, tirx.IntImm("int32", 0), nest.note)
                     nest.before.extend(ops)
-                    moved[name] = line
+                    moved[name] = current
         if not moved:
             return value, loaded
 
@@ -594,21 +594,13 @@ class ParallelLower:
 
     def check_aligned(self, dst: str, loaded: list, what: str):
         """Element-wise operands that are smaller than a tile must sit where the destination sits in its tile
-        (or be one row / column at the tile's start, which the FPU broadcasts)."""
+        (or be one row / column at the tile's start, which the FPU broadcasts; ``realign_broadcasts`` has moved
+        every broadcast line there)."""
         want = self.placements.get(dst, (None, None))
         for name in loaded:
             have = self.placements.get(name, (None, None))
             extent = static_shape(self.cbs[name].buffer)
             for axis, (w, h) in enumerate(zip(want, have)):
-                if w is None and h is not None and extent[axis] == 1 and not self.analyzer.can_prove(h == 0):
-                    # broadcast against whole tiles: the FPU / unary_bcast spread the tile's first row (column)
-                    raise TTUnsupportedError(
-                        f"{name} is one {['row', 'column'][axis]} at {['row', 'column'][axis]} {h} of its tile, "
-                        f"broadcast over the whole tiles of {dst}: TT broadcasts only the tile's first "
-                        f"{['row', 'column'][axis]}", construct=what, source=self.src,
-                        fix="read the broadcast vector from a tensor offset that is a multiple of 32 along that axis "
-                            "(e.g. per-group scales stored one group per 32 rows: Scale[g * 32, n]), or as a 1-D "
-                            "tensor indexed by the loop variable")
                 if w is None or h is None or self.analyzer.can_prove(w == h):
                     continue
                 if extent[axis] == 1 and self.analyzer.can_prove(h == 0):
