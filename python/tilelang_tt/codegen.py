@@ -66,7 +66,7 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
     if attrs.LOWERED in func.attrs:
         func = func.attrs[attrs.LOWERED]
     src = source_of(func)
-    if attrs.CB not in func.attrs:
+    if not records.cbs(func):
         raise TTLoweringError("the function was not lowered by the TT pipeline", construct="codegen", source=src)
     ctx = KernelContext(func, options)
     program = build_program(func, ctx, options)

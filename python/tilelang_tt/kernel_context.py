@@ -33,7 +33,7 @@ class KernelContext:
         self.compute = records.compute(func)
         self.fp32_acc = bool(self.compute.fp32_dest_acc)
         self.math_fidelity = self.compute.math_fidelity
-        self.cbs = {str(k): _cb_entry(v) for k, v in func.attrs[attrs.CB].items()}
+        self.cbs = records.cbs(func)
         self.names = NameSupply()
         self.tensors = [(i, func.buffer_map[p]) for i, p in enumerate(func.params) if p in func.buffer_map]
         self.tensor_names = {}
@@ -41,7 +41,7 @@ class KernelContext:
             t = self.names.fresh(buf.name)
             self.names.used |= {f"{t}_grid", f"{t}_args", f"{t}_addr"}
             self.tensor_names[i] = t
-        self.cb_vars = {n: self.names.fresh(f"cb_{n}") for n in sorted(self.cbs, key=lambda n: self.cbs[n]["index"])}
+        self.cb_vars = {n: self.names.fresh(f"cb_{n}") for n in sorted(self.cbs, key=lambda n: self.cbs[n].index)}
         self.shape_vars = [self.names.var(v) for v in shape_vars(func)]
         self.rt_names = [str(n) for n in func.attrs[attrs.RUNTIME_ARGS]]
         # scalar kernel parameters (alpha: T.float32): runtime args of every kernel, float32 as its bit pattern
@@ -57,12 +57,12 @@ class KernelContext:
         self.grid_text = "x".join(str(g) if isinstance(g, int) else f"({g})" for g in self.grid)
 
     def program_cbs(self) -> dict:
-        return {n: CBInfo(n, e["index"], e["format"], e["block_tiles"], e["num_pages"], tuple(e["shape_tiles"]),
-                          tuple(e["producer"]), tuple(e["consumer"]), e["role"], page_size=e["page_size"],
-                          depth=e["depth_blocks"], dtype=e["dtype"], band=e.get("band"),
-                          accumulate=e.get("accumulate"), residency=e.get("residency"),
-                          subblock=tuple(e["subblock"]) if "subblock" in e else None)
-                for n, e in self.cbs.items() if e.get("residency") != "dst"}
+        return {n: CBInfo(n, e.index, e.format, e.block_tiles, e.num_pages, tuple(e.shape_tiles),
+                          tuple(e.producer), tuple(e.consumer), e.role, page_size=e.page_size,
+                          depth=e.depth_blocks, dtype=e.dtype, band=e.band,
+                          accumulate=e.accumulate, residency=e.residency,
+                          subblock=tuple(e.subblock) if e.subblock is not None else None)
+                for n, e in self.cbs.items() if e.residency != "dst"}
 
     def shape(self, buf):
         """Dimensions as ints, or C++ expressions of the (renamed) symbolic dimensions."""
@@ -82,20 +82,6 @@ class KernelContext:
         renames = self.names.renames()
         return tuple(dim(tirx.stmt_functor.substitute(d, renames) if isinstance(d, tirx.PrimExpr) and
                           not isinstance(d, tirx.IntImm) else d) for d in dims)
-
-
-def _cb_entry(v) -> dict:
-    e = {str(k): (list(vv) if not isinstance(vv, (int, str, float, bool)) else vv) for k, vv in v.items()}
-    e["producer"] = sorted(str(x) for x in e["producer"])
-    e["consumer"] = sorted(str(x) for x in e["consumer"])
-    for key in ("shape_tiles", "subblock"):
-        if key in e:
-            e[key] = [int(x) for x in e[key]]
-    if "band" in e:
-        e["band"] = {str(k): int(x) for k, x in v["band"].items()}
-    for key in ("index", "block_tiles", "num_pages", "bytes", "page_size", "depth_blocks"):
-        e[key] = int(e[key])
-    return e
 
 
 def dim(d):

@@ -16,6 +16,9 @@ codegen and the plan read it back with the reader below, as an object with named
     Sequence      SplitKernelsTT          tt.sequence        codegen (a sequence artifact), the runtime
     Compute       the pipeline, then      tt.compute         SuperBlockTT, TensorizeTT, LowerToTTProgram, codegen
                   TensorizeTT (DST mode)
+    CircularBuffer MemorySpaceLowerTT,    tt.cb              the TT passes after it, KernelContext (the program's
+                  TensorizeTT, StreamBandsTT,                 CBInfo)
+                  EliminateDeadValuesTT
 
 ``as_dict()`` gives the record as the plan's JSON has it.
 """
@@ -162,6 +165,23 @@ class Compute(_Record):
     _optional = ("fp32_dest_acc",)
 
 
+class CircularBuffer(_Record):
+    """One tile buffer's circular buffer: its CB index and role ("input", "output", "intermediate", "scratch"),
+    which kernels produce and consume it, the buffer's dtype, tile format and element shape, its block in tiles
+    (``shape_tiles``, ``block_tiles``) and where a block smaller than a tile sits (``tile_offset``), the page size,
+    depth in blocks, pages and bytes; ``constant``: an index tile the compute kernel generates. TensorizeTT adds
+    ``residency`` ("dst" / "cb"), ``subblock`` and ``accumulate``; StreamBandsTT adds ``band`` (``{rows, pages,
+    depth}``: an input streamed in bands of tile rows)."""
+    _fields = ("index", "role", "producer", "consumer", "dtype", "format", "shape", "shape_tiles", "tile_offset",
+               "page_size", "block_tiles", "depth_blocks", "num_pages", "bytes", "constant", "residency",
+               "subblock", "accumulate", "band")
+    _optional = ("constant", "residency", "subblock", "accumulate", "band")
+
+    def replace(self, **changes) -> "CircularBuffer":
+        """A copy with ``changes`` (an optional field set to None is dropped)."""
+        return CircularBuffer(**{**{f: getattr(self, f) for f in self._fields}, **changes})
+
+
 def _get(func, key):
     return func.attrs[key] if func.attrs is not None and key in func.attrs else None
 
@@ -258,3 +278,13 @@ def put_sequence(func, record: Sequence):
 def sequence(func) -> Sequence | None:
     value = _get(func, attrs.SEQUENCE)
     return None if value is None else Sequence.from_attr(value)
+
+
+def put_cbs(func, table: dict[str, CircularBuffer]):
+    return attrs.put(func, {attrs.CB: {name: cb.as_dict() for name, cb in table.items()}})
+
+
+def cbs(func) -> dict[str, CircularBuffer]:
+    """The CB table (empty before MemorySpaceLowerTT), a fresh copy the caller may change."""
+    table = _get(func, attrs.CB)
+    return {} if table is None else {str(name): CircularBuffer.from_attr(e) for name, e in table.items()}

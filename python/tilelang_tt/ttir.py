@@ -8,7 +8,8 @@ visible here, so it can be dumped (``dump``), compared in golden tests and walke
 Nodes
   ``For(var, min, extent, body)``   a counted loop (``var`` a ``tirx.Var``; ``min``/``extent`` PrimExprs;
                                     ``persistent`` marks the loop over the core's blocks; ``guard``, a block-level
-                                    ``if``: a loop of ``guard ? 1 : 0`` trips, printed as an if)
+                                    ``if``: a loop of ``guard ? 1 : 0`` trips, printed as an if; ``branch``, for
+                                    the guard on a core's multicast role: (group, sender?))
   ``Let(var, value)``               ``const uint32_t var = value;``
   ``Call(op, args, note, origin)``  one TT-Metalium call; ``op`` is a key of ``intrinsics.CALLS``; ``origin``
                                     the tile operation it lowers (``matmul``, ``reduce``, ``eltwise``, ...)
@@ -125,19 +126,22 @@ class Let(_Node):
 
 
 class For(_Node):
-    _fields = ("var", "min", "extent", "body", "note", "persistent", "guard")
+    _fields = ("var", "min", "extent", "body", "note", "persistent", "guard", "branch")
 
     def __init__(self, var: tirx.Var, min, extent, body: list, note: str = "", persistent: bool = False,  # noqa: A002
-                 guard=None):
+                 guard=None, branch: tuple | None = None):
         self.var, self.min, self.extent, self.body, self.note = var, min, extent, body, note
         self.persistent = persistent    # the loop over this core's blocks (GridToPersistentTT's, tt.persistent_loop)
         # a block-level `if`: the condition (a PrimExpr) of a loop of `guard ? 1 : 0` trips, printed as an if
         self.guard = guard
+        # TTMulticastReuse: this guard is the core's role in multicast group ``branch[0]``, the sender's branch when
+        # ``branch[1]`` (what the verifier checks the handshake of), else None
+        self.branch = branch
 
     def rebuilt(self, body: list, min=None, extent=None) -> "For":  # noqa: A002
         """This loop with another body (and bounds): what a pass that rewrites a body returns, flags kept."""
         return For(self.var, self.min if min is None else min, self.extent if extent is None else extent, body,
-                   self.note, self.persistent, self.guard)
+                   self.note, self.persistent, self.guard, self.branch)
 
 
 class Kernel(_Node):

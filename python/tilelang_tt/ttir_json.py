@@ -7,7 +7,7 @@ expressions stay expression trees, never C++ text, and ``evaluate`` computes the
 Encoding (``FORMAT`` 1)
   program   {"format", "name", "dst_capacity", "fp32_dest_acc", "source", "multicast", "interface", "cbs": [cb], "kernels":
             {role: {"startup": call | null, "body": [node]}}}
-  node      {"for": var, "min": e, "extent": e, "body": [node], "note", "persistent", "guard": e | null} | {"let": var, "value": e}
+  node      {"for": var, "min": e, "extent": e, "body": [node], "note", "persistent", "guard": e | null, "branch": [group, sender] | null} | {"let": var, "value": e}
             | {"call": op, "args": [arg], "note", "origin"}
   arg       e | {"cb": name} | {"tensor": name} | {"dst": e | {"vreg": id}} | {"lit": text}
             | {"scalar": e, "bits": bool, "raw": bool}
@@ -98,7 +98,8 @@ def _body_to_json(body: list) -> list:
         if isinstance(n, ttir.For):
             out.append({"for": expr_to_json(n.var), "min": expr_to_json(n.min), "extent": expr_to_json(n.extent),
                         "body": _body_to_json(n.body), "note": n.note, "persistent": n.persistent,
-                        "guard": None if n.guard is None else expr_to_json(n.guard)})
+                        "guard": None if n.guard is None else expr_to_json(n.guard),
+                        "branch": None if n.branch is None else list(n.branch)})
         elif isinstance(n, ttir.Let):
             out.append({"let": expr_to_json(n.var), "value": expr_to_json(n.value)})
         else:
@@ -183,10 +184,11 @@ class _Reader:
         out = []
         for d in items:
             if "for" in d:
-                guard = d.get("guard")
+                guard, branch = d.get("guard"), d.get("branch")
                 out.append(ttir.For(self.expr(d["for"]), self.expr(d["min"]), self.expr(d["extent"]),
                                     self.body(d["body"]), d.get("note", ""), d.get("persistent", False),
-                                    None if guard is None else self.expr(guard)))
+                                    None if guard is None else self.expr(guard),
+                                    None if branch is None else (str(branch[0]), bool(branch[1]))))
             elif "let" in d:
                 out.append(ttir.Let(self.expr(d["let"]), self.expr(d["value"])))
             elif "call" in d:

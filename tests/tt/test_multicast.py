@@ -297,6 +297,29 @@ def _more_tiles(p):
     ops[k] = Call("mcast_write_block", (ops[k].args[0], ops[k].args[1], ops[k].args[2] + 1), ops[k].note)
 
 
+def _receiver_as_sender(p):
+    """The receivers' branch marked as the sender's (the guard's text unchanged): the verifier reads the branch's
+    role from the program's structure (For.branch), never from a runtime argument's name."""
+    from tilelang_tt.ttir import For
+
+    body = p.kernels["reader"].body
+    receiver = _branches(body)[3]
+    group, _ = receiver.branch
+    swapped = For(receiver.var, receiver.min, receiver.extent, receiver.body, receiver.note, receiver.persistent,
+                  receiver.guard, (group, True))
+
+    def replace(nodes):
+        for i, n in enumerate(nodes):
+            if n is receiver:
+                nodes[i] = swapped
+                return True
+            if isinstance(n, For) and replace(n.body):
+                return True
+        return False
+
+    assert replace(body)
+
+
 def _drop_atomic_barrier(p):
     p.kernels["reader"].body.pop()
 
@@ -310,8 +333,9 @@ def _drop_atomic_barrier(p):
                                r"'noc_async_writes_flushed', 'mcast_set_valid'\]"),
     ("wormhole_b0", _more_tiles, r"mcast_A_blk's sender multicasts .* tile\(s\) of A_blk, not the"),
     ("wormhole_b0", _drop_atomic_barrier, r"the reader does not end with noc_async_atomic_barrier"),
+    ("wormhole_b0", _receiver_as_sender, r"a multicast by the sender of mcast_A_blk is not followed by its receivers'"),
 ], ids=["wait_after_write", "no_receivers", "no_hold", "no_flush_on_blackhole", "wrong_tile_count",
-        "no_atomic_barrier"])
+        "no_atomic_barrier", "receiver_marked_sender"])
 def test_verifier_checks_the_multicast_handshake(arch, breaks, message):
     """Each seeded break of the generated handshake is refused by VerifyTTProgram's multicast rule, naming it; the
     program as generated passes (it was verified when it was built)."""

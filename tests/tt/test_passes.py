@@ -4,7 +4,7 @@ import tvm
 from tvm import tirx
 
 from examples import kernels as K
-from tilelang_tt import attrs
+from tilelang_tt import attrs, records
 from tilelang_tt.intrinsics import TTOps
 from tilelang_tt.pipeline import passes
 from tilelang_tt.target import make_options
@@ -54,9 +54,9 @@ def test_gemm_pipeline_stages():
     assert str(s.attrs[attrs.SHARDS]["A"]["placement"]) == "DRAM"
 
     m = st["MemorySpaceLowerTT"]
-    cb = m.attrs[attrs.CB]
-    assert {k: int(v["index"]) for k, v in cb.items()} == {"A_blk": 0, "B_blk": 1, "C_acc": 24, "C_acc_out": 16}
-    assert int(cb["A_blk"]["num_pages"]) == 2 and int(cb["A_blk"]["page_size"]) == 2048
+    cb = records.cbs(m)
+    assert {k: v.index for k, v in cb.items()} == {"A_blk": 0, "B_blk": 1, "C_acc": 24, "C_acc_out": 16}
+    assert cb["A_blk"].num_pages == 2 and cb["A_blk"].page_size == 2048
     assert not _collect(m, lambda n: isinstance(n, tirx.SBlock))
     reads = _tt_ops(m, TTOps.read_block)
     assert [int(c.args[0]) for c in reads] == [0, 1]
@@ -67,17 +67,17 @@ def test_gemm_pipeline_stages():
     assert bool(t.attrs[attrs.TENSORIZED])
     mm = _tt_ops(t, TTOps.matmul)
     assert len(mm) == 1 and [int(a) for a in mm[0].args[:3]] == [0, 1, 24]
-    assert str(t.attrs[attrs.CB]["C_acc"]["residency"]) == "dst"
+    assert records.cbs(t)["C_acc"].residency == "dst"
     assert not _collect(t, lambda n: isinstance(n, tirx.Call) and str(n.op.name).startswith("tl.tileop."))
 
 
 def test_tilelang_example_gemm_uses_subblocked_accumulator():
     t = _stages(K.tilelang_example_gemm(256, 256, 64), multicast=False)["TensorizeTT"]   # the user's blocks
-    cb = t.attrs[attrs.CB]
-    assert str(cb["C_local"]["residency"]) == "cb"
-    sh, sw = (int(x) for x in cb["C_local"]["subblock"])
+    cb = records.cbs(t)
+    assert cb["C_local"].residency == "cb"
+    sh, sw = cb["C_local"].subblock
     assert sh * sw <= 4 and 4 % sh == 0 and 4 % sw == 0        # fp32 accumulation: DST holds 4 tiles
-    assert int(cb["A_shared"]["depth_blocks"]) == 3              # num_stages=3
+    assert cb["A_shared"].depth_blocks == 3                      # num_stages=3
     mm = _tt_ops(t, TTOps.matmul)
     assert bool(mm[0].args[4])                                   # transpose_B
 
@@ -85,7 +85,7 @@ def test_tilelang_example_gemm_uses_subblocked_accumulator():
 def test_elementwise_staging_and_tensorize():
     st = _stages(K.elementwise_add(64, 96, "float32"))
     m = st["MemorySpaceLowerTT"]
-    assert sorted(m.attrs[attrs.CB]) == ["A_tile", "B_tile", "C_out"]
+    assert sorted(records.cbs(m)) == ["A_tile", "B_tile", "C_out"]
     assert [int(c.args[1]) for c in _tt_ops(m, TTOps.read_block)] == [0, 1]
     assert [int(c.args[1]) for c in _tt_ops(m, TTOps.write_block)] == [2]
     t = st["TensorizeTT"]
@@ -123,4 +123,4 @@ def test_passes_also_run_under_tvm_pass_manager():
                                     MemorySpaceLowerTT(opts.device)])
     out = seq(mod)["main"]
     assert [int(m["count"]) for m in out.attrs[attrs.SCHEDULE]["mapping"]] == [2, 1, 1]
-    assert sorted(out.attrs[attrs.CB]) == ["A_tile", "B_tile", "C_out"]
+    assert sorted(records.cbs(out)) == ["A_tile", "B_tile", "C_out"]

@@ -23,6 +23,24 @@ def test_schedule_and_super_block_read_back_as_the_plan_prints_them():
     assert records.sdpa(lowered) is None and "sdpa" not in plan
 
 
+def test_cb_table_reads_back_as_the_plan_prints_it():
+    """Each CB's record (MemorySpaceLowerTT, TensorizeTT, StreamBandsTT) is what the plan's CB list says."""
+    lowered, opts = lower(K.tilelang_example_gemm(512, 512, 512))
+    table = records.cbs(lowered)
+    plan = {c["name"]: c for c in generate(lowered, opts).plan["cbs"]}
+    assert set(plan) <= set(table)
+    for name, c in plan.items():
+        cb = table[name]
+        assert (cb.index, cb.format, cb.page_size, cb.num_pages, cb.role) == \
+            (c["index"], c["format"], c["page_size"], c["num_pages"], c["role"])
+        assert cb.bytes == cb.num_pages * cb.page_size and cb.num_pages == cb.depth_blocks * cb.block_tiles
+    acc = next(cb for cb in table.values() if cb.accumulate is not None)
+    assert acc.role == "intermediate" and acc.residency in ("dst", "cb") and len(acc.subblock) == 2
+    assert records.cbs(K.tilelang_example_gemm(64, 64, 64)) == {}      # not lowered: no table
+    with pytest.raises(TypeError, match="band"):
+        records.CircularBuffer(**{**acc.as_dict(), "bands": 2})
+
+
 def test_padding_and_shards_of_a_tensor_that_is_not_whole_tiles():
     lowered, opts = lower(K.elementwise_add(M=48, N=80, block_M=32, block_N=32))
     pad = records.padding(lowered, "A")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs
+from .. import records
 from ..intrinsics import TTOps, tt_op_of
 from .common import prim_func_pass
 
@@ -76,10 +76,10 @@ def _consumers(ops: list, keep: set) -> dict:
 
 
 def eliminate_dead_values(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    if attrs.CB not in func.attrs:
+    table = records.cbs(func)
+    if not table:
         return func
-    table = {str(n): e for n, e in func.attrs[attrs.CB].items()}
-    index_of = {n: int(e["index"]) for n, e in table.items()}
+    index_of = {n: int(e.index) for n, e in table.items()}
     stmts, ops = [], []
 
     def collect(node):
@@ -103,7 +103,7 @@ def eliminate_dead_values(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return None
 
     body = tirx.stmt_functor.ir_transform(func.body, None, drop, ["tirx.SeqStmt", "tirx.Evaluate"])
-    return attrs.put(func.with_body(body), {attrs.CB: _table_without(table, ops, keep)})
+    return records.put_cbs(func.with_body(body), _table_without(table, ops, keep))
 
 
 def _is_noop(stmt) -> bool:
@@ -120,10 +120,10 @@ def _table_without(table: dict, ops: list, keep: set) -> dict:
     consumers = _consumers(ops, keep)
     out = {}
     for name, e in table.items():
-        index = int(e["index"])
+        index = int(e.index)
         if index in gone:
             continue
-        out[name] = dict(e, consumer=sorted(consumers.get(index, set()))) if index in touched else e
+        out[name] = e.replace(consumer=sorted(consumers.get(index, set()))) if index in touched else e
     return out
 
 

@@ -31,7 +31,7 @@ def _int_format(lw, name: str) -> str | None:
     """The typecast_tile format of the integers in CB ``name`` (UInt8; Int8 for an int8 tile, whose two's-complement
     bytes sit in a UInt8 CB: ``device.TYPECAST_INT_FORMATS``), or None for a float CB."""
     e = lw.cbs[name]
-    return TYPECAST_INT_FORMATS[str(e["dtype"])] if e.get("format") in CB_INT_FORMATS else None
+    return TYPECAST_INT_FORMATS[str(e.dtype)] if e.format in CB_INT_FORMATS else None
 
 
 def _typecast(lw, out: list, v, src: str, dst: str, note: str) -> None:
@@ -50,7 +50,7 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
     loads = buffer_loads(expr)
     if lw.dst_frag is not None and lw.dst_frag in loads:
         return _copy_out_of_dst(lw, d_name, expr, note)
-    rows, cols = d["shape_tiles"]
+    rows, cols = d.shape_tiles
     cb_d = CB(d_name)
     reads_dest = d_name in loads
     out = []
@@ -58,7 +58,7 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
         if src in lw.full:
             if not lw.full[src]:
                 raise TTUnsupportedError(f"{src} is read before it is written", construct=note, source=lw.src)
-            out.append(Call("cb_wait_front", (CB(src), lw.cbs[src]["block_tiles"]), note))
+            out.append(Call("cb_wait_front", (CB(src), lw.cbs[src].block_tiles), note))
     # A compute-owned fragment rotates tile by tile; a CB bound for the writer (or another consumer) is
     # reserved as a whole block and pushed once.
     frag = d_name in lw.full
@@ -88,7 +88,7 @@ def lower_eltwise(lw, d_name: str, expr, note: str) -> list:
         return body + [Call("tile_regs_wait", (), note), Call("pack_reconfig_data_format", (cb_d,), note),
                        Call("pack_tile", (value, cb_d), note), Call("tile_regs_release", (), note)]
 
-    sh, sw = d.get("subblock", [1, 1]) if frag else (1, 1)
+    sh, sw = (d.subblock or (1, 1)) if frag else (1, 1)
     if (sh, sw) in ((1, 1), (1, cols)) or (sh, sw) == (rows, cols):
         out += loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
     else:   # a subblocked matmul accumulator rotates in subblock order: visit its tiles in that order
@@ -106,13 +106,13 @@ def _windows(lw, expr, note: str, dest: str) -> dict:
     MemorySpaceLowerTT: an origin other than [0, 0], or [0, 0] in a buffer larger than the destination):
     name -> the window's first tile (row, col)."""
     found: dict = {}
-    want = lw.cbs[dest]["shape"]
+    want = lw.cbs[dest].shape
 
     def visit(n):
         if not isinstance(n, tirx.BufferLoad) or len(n.indices) != 2:
             return
         if all(isinstance(i, tirx.IntImm) and int(i.value) == 0 for i in n.indices):
-            have = lw.cbs[n.buffer.name]["shape"] if n.buffer.name in lw.cbs else want
+            have = lw.cbs[n.buffer.name].shape if n.buffer.name in lw.cbs else want
             if all(h >= w for h, w in zip(have, want)) and list(have) != list(want):
                 found[n.buffer.name] = (0, 0)
             return
@@ -160,15 +160,15 @@ class _Eval:
 
     def bcast(self, name: str):
         """How the leaf ``name`` broadcasts over the destination: None (same shape), "rows", "cols", "scalar"."""
-        R, C = self.lw.cbs[self.dest]["shape"]
-        r, c = self.lw.cbs[name]["shape"]
+        R, C = self.lw.cbs[self.dest].shape
+        r, c = self.lw.cbs[name].shape
         if name in self.windows:   # a dest-shaped window of a larger fragment (MemorySpaceLowerTT checked it)
             return None
         if (r, c) == (R, C):
             # a one-row (one-column) block at the top (left) of its tile against one elsewhere in its tile
             # (gamma[j] against the row bx % 32 of x): the FPU broadcasts its first row (column)
-            at = self.lw.cbs[name].get("tile_offset", [0, 0])
-            want = self.lw.cbs[self.dest].get("tile_offset", [0, 0])
+            at = self.lw.cbs[name].tile_offset
+            want = self.lw.cbs[self.dest].tile_offset
             if r == 1 and at[0] == 0 and want[0] != 0:
                 return "rows"
             if c == 1 and at[1] == 0 and want[1] != 0:
@@ -230,7 +230,7 @@ class _Eval:
                                          fix=f"copy {self.resident[0]} to a fragment first and apply this in a "
                                              f"separate T.Parallel")
             return self.fill(out, e)
-        if isinstance(e, tirx.BufferLoad) and str(self.lw.cbs[e.buffer.name].get("constant", "")).startswith("index"):
+        if isinstance(e, tirx.BufferLoad) and str(self.lw.cbs[e.buffer.name].constant or "").startswith("index"):
             return self.index_value(e, out)
         if isinstance(e, tirx.BufferLoad):
             return self.load(e, out)
@@ -251,7 +251,7 @@ class _Eval:
 
     def index_value(self, e: tirx.BufferLoad, out) -> Dst:
         """A loop variable as a value: the index tile plus this tile's offset (32 per tile row / column)."""
-        axis = int(self.lw.cbs[e.buffer.name]["constant"][-1])
+        axis = int(self.lw.cbs[e.buffer.name].constant[-1])
         cb, v = CB(e.buffer.name), vreg()
         self.call(out, "reconfig_data_format_srca", cb)
         self.call(out, "copy_init", cb)
@@ -270,7 +270,7 @@ class _Eval:
         v = vreg()
         kind = self.bcast(name)
         if kind is not None and _int_format(self.lw, name):
-            raise TTUnsupportedError(f"{name} ({self.lw.cbs[name]['dtype']}) is broadcast over "
+            raise TTUnsupportedError(f"{name} ({self.lw.cbs[name].dtype}) is broadcast over "
                                      f"{self.dest}: integer tiles are not broadcast on TT", construct=self.note,
                                      source=self.lw.src, fix=f"cast {name} to a float dtype in a T.Parallel of "
                                      "its own shape first, then broadcast that buffer")
@@ -316,7 +316,7 @@ class _Eval:
         gives those CBs UnpackToDestFp32). ``allow_tf32`` opts out: the FPU ops, faster, with TF32 operands."""
         if not self.lw.fp32_acc or self.lw.allow_tf32:   # allow_tf32: the FPU, operands as TF32 (opt-in)
             return False
-        return any(isinstance(x, tirx.BufferLoad) and self.lw.cbs[x.buffer.name].get("format") == "Float32"
+        return any(isinstance(x, tirx.BufferLoad) and self.lw.cbs[x.buffer.name].format == "Float32"
                    for x in (a, b))
 
     def power(self, x, p: float, out) -> Dst:
@@ -435,7 +435,7 @@ def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
 
     The accumulator's tiles occupy DST[0..n): the epilogue runs in place on each, reading the accumulator once
     and no other tile."""
-    n = lw.cbs[lw.dst_frag]["block_tiles"]
+    n = lw.cbs[lw.dst_frag].block_tiles
     # TensorizeTT keeps an accumulator in DST only when its copy-out reads it alone (tensorize._unary_of); an
     # epilogue needing a filled constant tile is refused by _Eval, which has no free slot to fill it in
     chain = not isinstance(strip_cast(expr), tirx.BufferLoad)

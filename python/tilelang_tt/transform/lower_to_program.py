@@ -81,15 +81,15 @@ class LowerToProgram:
     def __init__(self, func: tirx.PrimFunc, name: str, cbs: dict, tensor_names: dict, names: NameSupply,
                  dst_capacity: int, fp32_acc: bool, source: str | None):
         self.func, self.name, self.cbs, self.src = func, name, cbs, source
-        self.by_index = {e["index"]: n for n, e in cbs.items()}
+        self.by_index = {e.index: n for n, e in cbs.items()}
         self.tensor_names = tensor_names
         self.names = names
         self.cap = dst_capacity
         self.fp32_acc = fp32_acc
         config = records.compute(func)
         self.allow_tf32 = bool(config.allow_tf32) if config is not None else False   # float32 reductions / eltwise on the FPU (TF32)
-        self.full = {n: False for n, e in cbs.items() if e["role"] == "intermediate" and e.get("residency") != "dst"}
-        self.dst_frag = next((n for n, e in cbs.items() if e.get("residency") == "dst"), None)
+        self.full = {n: False for n, e in cbs.items() if e.role == "intermediate" and e.residency != "dst"}
+        self.dst_frag = next((n for n, e in cbs.items() if e.residency == "dst"), None)
         self.dst_frag_out = None
         self.startup: tuple[int, Call] | None = None
 
@@ -101,9 +101,9 @@ class LowerToProgram:
         # constant tiles: built once by the reader, kept at compute's front for the whole kernel
         constants = [(SCALER, Call("generate_reduce_scaler", (CB(SCALER),)), "the reduce scaler: 1.0 in row 0 of "
                       "every face")] if SCALER in self.cbs else []
-        constants += [(n, Call("generate_index_tile", (CB(n), int(e["constant"][-1]))),
-                       f"each element's {('row', 'column')[int(e['constant'][-1])]} index within the tile")
-                      for n, e in self.cbs.items() if str(e.get("constant", "")).startswith("index")]
+        constants += [(n, Call("generate_index_tile", (CB(n), int(e.constant[-1]))),
+                       f"each element's {('row', 'column')[int(e.constant[-1])]} index within the tile")
+                      for n, e in self.cbs.items() if str(e.constant or "").startswith("index")]
         for name, make, why in reversed(constants):
             cb = CB(name)
             make.note = why
@@ -166,7 +166,7 @@ class LowerToProgram:
         if persistent:
             for name, full in self.full.items():
                 if full:   # the fragment's last value is dead after this block
-                    n = self.cbs[name]["block_tiles"]
+                    n = self.cbs[name].block_tiles
                     body["compute"] += [Call("cb_wait_front", (CB(name), n), f"{name} is dead after this block"),
                                         Call("cb_pop_front", (CB(name), n), f"{name} is dead after this block")]
                     self.full[name] = False
@@ -175,7 +175,7 @@ class LowerToProgram:
         for name in list(changed):
             if not before[name] and self.dead_after(name, end):
                 # written afresh in every iteration and dead after the loop: drop it at the end of the iteration
-                n = self.cbs[name]["block_tiles"]
+                n = self.cbs[name].block_tiles
                 why = f"{name} is dead after this iteration"
                 body["compute"] += [Call("cb_wait_front", (CB(name), n), why), Call("cb_pop_front", (CB(name), n), why)]
                 self.full[name] = False
@@ -350,17 +350,17 @@ class LowerToProgram:
     def op_read_block(self, args, note) -> dict:
         name = self.cb_name(args[0])
         e = self.cbs[name]
-        n = e["block_tiles"]
+        n = e.block_tiles
         index_calls, args = self.index_reads(args, note)
-        if index_calls and "band" in e:
+        if index_calls and e.band is not None:
             raise TTLoweringError(f"{name} streams in bands but its offsets are read from a tensor",
                                   construct=note, source=self.src)
         cb, where, op = CB(name), *self._where(args, "read_tiles")
-        if "band" in e:     # StreamBandsTT: one push per band of rows; the matmul waits and pops per band
+        if e.band is not None:     # StreamBandsTT: one push per band of rows; the matmul waits and pops per band
             if op != "read_tiles":
                 raise TTLoweringError(f"{name} streams in bands but its block is a window of one tile",
                                       construct=note, source=self.src)
-            rows, pages = int(e["band"]["rows"]), int(e["band"]["pages"])
+            rows, pages = int(e.band["rows"]), int(e.band["pages"])
             tensor, row, col, nrows, cols = where
 
             def band(b):
@@ -371,7 +371,7 @@ class LowerToProgram:
             return {"reader": loop("band", nrows // rows, band)}
         out = {"reader": [*index_calls, Call("cb_reserve_back", (cb, n), note), Call(op, (cb, *where), note),
                           Call("noc_async_read_barrier", (), note), Call("cb_push_back", (cb, n), note)]}
-        if "compute" in e["consumer"]:
+        if "compute" in e.consumer:
             out["compute"] = [Call("consume", (cb, n), note)]
         return out
 
@@ -388,7 +388,7 @@ class LowerToProgram:
         ``gather_row`` copies that tensor row (zeros past the index tensor) through the reserved page of the
         gather's scratch CB (the tensor's format), which the reader pushes and pops itself once the block is read."""
         name = self.cb_name(args[0])
-        n = self.cbs[name]["block_tiles"]
+        n = self.cbs[name].block_tiles
         cb, idx_cb, scratch = CB(name), CB(str(args[11].value)), CB(str(args[12].value))
         tensor, index = Tensor(self.tensor_names[int(args[1])]), Tensor(self.tensor_names[int(args[2])])
         pos = [self.expr(a) for a in args[3:5]]
@@ -419,7 +419,7 @@ class LowerToProgram:
         is row (n * H + ih) * W + iw of the [N*H*W, C] view. ``gather_row`` copies its channel tiles (zeros when the
         tap falls in the padding or m is past the last pixel) through the scratch CB, as a row gather does."""
         name = self.cb_name(args[0])
-        n_tiles = self.cbs[name]["block_tiles"]
+        n_tiles = self.cbs[name].block_tiles
         cb, scratch = CB(name), CB(str(args[14].value))
         tensor = Tensor(self.tensor_names[int(args[1])])
         nhw, cstep = self.expr(args[2]), self.expr(args[3])
@@ -454,7 +454,7 @@ class LowerToProgram:
 
     def op_write_block(self, args, note) -> dict:
         name = self.cb_name(args[0])
-        n = self.cbs[name]["block_tiles"]
+        n = self.cbs[name].block_tiles
         index_calls, args = self.index_reads(args, note)
         cb, where, op = CB(name), *self._where(args, "write_tiles")
         return {"writer": [*index_calls, Call("cb_wait_front", (cb, n), note), Call(op, (cb, *where), note),
@@ -478,16 +478,16 @@ class LowerToProgram:
             out = [Call("tile_regs_acquire", (), f"{note}: the accumulator lives in DST until it is packed")]
             if value != 0.0:
                 out += [Call("fill_tile_init", (), note)]
-                out += [Call("fill_tile", (Dst(i), float_lit(value)), note) for i in range(e["block_tiles"])]
+                out += [Call("fill_tile", (Dst(i), float_lit(value)), note) for i in range(e.block_tiles)]
             return {"compute": out}
         if name not in self.full:
             raise TTUnsupportedError(f"T.fill of {name}, which is not a fragment", construct=note, source=self.src)
-        sh, sw = e["subblock"]
+        sh, sw = e.subblock
         sub = sh * sw
         out = []
         if self.full[name]:
-            out += [Call("cb_wait_front", (cb, e["block_tiles"]), "drop the previous value"),
-                    Call("cb_pop_front", (cb, e["block_tiles"]), "drop the previous value")]
+            out += [Call("cb_wait_front", (cb, e.block_tiles), "drop the previous value"),
+                    Call("cb_pop_front", (cb, e.block_tiles), "drop the previous value")]
         self.note_startup(Call("hw_startup", (cb, cb, cb)), 0)
 
         def one(_sb):
@@ -497,7 +497,7 @@ class LowerToProgram:
                 body += loop("i", sub, lambda i: [Call("fill_tile", (Dst(i), float_lit(value)), note)])
             return body + [Call("tile_regs_commit", (), note)] + self.pack(cb, sub, note)
 
-        out += loop("sb", e["block_tiles"] // sub, one)
+        out += loop("sb", e.block_tiles // sub, one)
         self.full[name] = True
         return {"compute": out}
 
@@ -505,7 +505,7 @@ class LowerToProgram:
         """Transpose a block of tiles into a scratch CB, consumed in the enclosing scope."""
         s_name, d_name = self.cb_name(args[0]), self.cb_name(args[1])
         cs, cd = CB(s_name), CB(d_name)
-        rows, cols = self.cbs[d_name]["shape_tiles"]     # the source block is cols x rows tiles
+        rows, cols = self.cbs[d_name].shape_tiles     # the source block is cols x rows tiles
 
         def tile(r, c):
             v = vreg()
@@ -518,7 +518,7 @@ class LowerToProgram:
             if not self.full[s_name]:
                 raise TTUnsupportedError(f"a transpose reads {s_name} before it is written", construct=note,
                                          source=self.src)
-            waits.append(Call("cb_wait_front", (cs, self.cbs[s_name]["block_tiles"]), note))
+            waits.append(Call("cb_wait_front", (cs, self.cbs[s_name].block_tiles), note))
         body = loop("r", rows, lambda r: loop("c", cols, lambda c: tile(r, c)))
         return {"compute": waits + body + [Call("consume", (cd, rows * cols), note)]}
 
@@ -529,10 +529,10 @@ class LowerToProgram:
         block the reader filled is indexed and consumed where it was read. The part is popped at the end."""
         d_name, p_name, s_name = self.cb_name(args[0]), self.cb_name(args[1]), self.cb_name(args[2])
         cd, cp, cs = CB(d_name), CB(p_name), CB(s_name)
-        rows, cols = self.cbs[d_name]["shape_tiles"]
-        h, w = self.cbs[p_name]["shape_tiles"]
+        rows, cols = self.cbs[d_name].shape_tiles
+        h, w = self.cbs[p_name].shape_tiles
         r0, c0 = int(args[3]), int(args[4])
-        sub = tuple(self.cbs[d_name].get("subblock", [1, 1]))
+        sub = tuple(self.cbs[d_name].subblock or (1, 1))
         if sub not in ((1, 1), (1, cols), (rows, cols)):
             raise TTLoweringError(f"a window store into {d_name}, which rotates in {list(sub)} subblocks",
                                   construct=note, source=self.src)
@@ -547,7 +547,7 @@ class LowerToProgram:
         self.note_startup(Call("hw_startup", (cp, cp, cd)), 1)
         out = [Call("cb_wait_front", (cp, h * w), note)] if part_computed else []
         if computed:
-            out.append(Call("cb_wait_front", (cs, self.cbs[s_name]["block_tiles"]), note))
+            out.append(Call("cb_wait_front", (cs, self.cbs[s_name].block_tiles), note))
         for r in range(rows):
             for c in range(cols):
                 v = vreg()
@@ -575,7 +575,7 @@ class LowerToProgram:
             out.append(Call("cb_pop_front", (cp, h * w), note))
             self.full[p_name] = False
         if computed:
-            out.append(Call("cb_pop_front", (cs, self.cbs[s_name]["block_tiles"]), note))
+            out.append(Call("cb_pop_front", (cs, self.cbs[s_name].block_tiles), note))
             self.full[s_name] = False
         self.full[d_name] = True
         return {"compute": out}
@@ -588,7 +588,7 @@ class LowerToProgram:
                 if not self.full[name]:
                     raise TTUnsupportedError(f"T.gemm reads {name} before it is written", construct=note,
                                              source=self.src)
-                waits.append(Call("cb_wait_front", (CB(name), self.cbs[name]["block_tiles"]), note))
+                waits.append(Call("cb_wait_front", (CB(name), self.cbs[name].block_tiles), note))
         packs_to = CB(self.dst_frag_out) if c_name == self.dst_frag and self.dst_frag_out else CB(c_name)
         self.note_startup(Call("hw_startup_matmul", (CB(a_name), CB(b_name), packs_to)), 2)
         gemm = _Matmul(self, a_name, b_name, c_name, bool(args[4]), note)
@@ -605,7 +605,7 @@ class LowerToProgram:
             return []
         if not self.full[src]:
             raise TTUnsupportedError(f"{src} is reduced before it is written", construct=note, source=self.src)
-        return [Call("cb_wait_front", (CB(src), self.cbs[src]["block_tiles"]), note)]
+        return [Call("cb_wait_front", (CB(src), self.cbs[src].block_tiles), note)]
 
     def reduce_destination(self, dst: str, clear: bool, note: str) -> list:
         """A reduction's destination: a clearing reduction drops the value it held; clear=False needs one."""
@@ -613,7 +613,7 @@ class LowerToProgram:
             raise TTUnsupportedError(f"T.reduce_*(clear=False) into {dst} before it is initialised", construct=note,
                                      source=self.src, fix=f"T.clear({dst}) or T.fill it first")
         if dst in self.full and self.full[dst] and clear:
-            n = self.cbs[dst]["block_tiles"]
+            n = self.cbs[dst].block_tiles
             return [Call("cb_wait_front", (CB(dst), n), "drop the previous value"),
                     Call("cb_pop_front", (CB(dst), n), "drop the previous value")]
         return []
@@ -626,13 +626,13 @@ class LowerToProgram:
         into it (after the previous value when ``clear`` is false); min negates, abs kinds reduce |src|."""
         src, dst = self.cb_name(args[0]), self.cb_name(args[1])
         kind, dim, clear = str(args[2].value), int(args[3]), bool(args[4])
-        if exact_reduce(self.cbs[src]["format"], self.fp32_acc, self.allow_tf32):
+        if exact_reduce(self.cbs[src].format, self.fp32_acc, self.allow_tf32):
             return self.op_reduce_sfpu(src, dst, kind, dim, clear, note)
         scratch = self.cb_name(args[5]) if int(args[5]) >= 0 else None
         pool = "max" if kind in ("max", "min", "absmax") else "sum"
         rdim = "row" if dim == 1 else "col"
-        rows, cols = self.cbs[src]["shape_tiles"]
-        n_src = self.cbs[src]["block_tiles"]
+        rows, cols = self.cbs[src].shape_tiles
+        n_src = self.cbs[src].block_tiles
         cs, cd, scaler = CB(src), CB(dst), CB(SCALER)
         out = self.reduce_source(src, note)
         if scratch is not None:      # |src| or -src, tile by tile, into the scratch CB
@@ -687,7 +687,7 @@ class LowerToProgram:
         the abs kinds, folded element-wise with SFPU fp32 ops, and the folded tile reduced by ``sfpu_reduce`` into
         column 0 (dim 1) / row 0 (dim 0); ``clear=False`` folds the previous value in after it. MIN is the SFPU's own
         pool (no negation)."""
-        rows, cols = self.cbs[src]["shape_tiles"]
+        rows, cols = self.cbs[src].shape_tiles
         cs, cd = CB(src), CB(dst)
         out = self.reduce_source(src, note) + self.reduce_destination(dst, clear, note)
         self.note_startup(Call("hw_startup", (cs, cs, cd)), 1)
@@ -732,8 +732,8 @@ class LowerToProgram:
     def queue_pos(self, name: str, r, c):
         """Position of tile (r, c) in the CB of ``name`` (row-major, or subblock-major for accumulators)."""
         e = self.cbs[name]
-        rows, cols = e["shape_tiles"]
-        sh, sw = e.get("subblock", [1, 1]) if e["role"] == "intermediate" else (1, 1)
+        rows, cols = e.shape_tiles
+        sh, sw = (e.subblock or (1, 1)) if e.role == "intermediate" else (1, 1)
         if (sh, sw) in ((1, 1), (1, cols)) or sh == rows and sw == cols:
             return r * cols + c
         return (tirx.floordiv(r, sh) * (cols // sw) + tirx.floordiv(c, sw)) * (sh * sw) + \
@@ -772,12 +772,12 @@ class _Matmul:
         self.a_name, self.b_name, self.c_name, self.trans_b = a_name, b_name, c_name, trans_b
         self.ca, self.cb, self.cc = CB(a_name), CB(b_name), CB(c_name)
         self.c = lower.cbs[c_name]
-        self.mt, self.kt = lower.cbs[a_name]["shape_tiles"]
-        self.nt = self.c["shape_tiles"][1]
-        self.band = lower.cbs[a_name].get("band")     # StreamBandsTT: A arrives band by band, one per subblock row
+        self.mt, self.kt = lower.cbs[a_name].shape_tiles
+        self.nt = self.c.shape_tiles[1]
+        self.band = lower.cbs[a_name].band     # StreamBandsTT: A arrives band by band, one per subblock row
         self.reconfig = Call("reconfig_data_format", (self.cb, self.ca), note)
         self.init = [self.reconfig, Call("matmul_init", (self.ca, self.cb, Lit(str(int(trans_b)))), note)]
-        self.row_major = not trans_b and all(lower.cbs[n]["role"] != "intermediate" for n in (a_name, b_name))
+        self.row_major = not trans_b and all(lower.cbs[n].role != "intermediate" for n in (a_name, b_name))
 
     def a_pos(self, m, k):
         """A's tile (m, k): m is the tile row in the block, or in the band when A is banded."""
@@ -812,15 +812,15 @@ class _Matmul:
     def into_cb(self) -> list:
         """C accumulates in its CB: each sh x sw subblock is reloaded (or, with packer L1 accumulation, added to in
         place by the packer), multiplied over every K tile and packed back."""
-        sh, sw = self.c["subblock"]
+        sh, sw = self.c.subblock
         body = loop("sm", self.mt // sh, self.subblock_row)
-        if self.c.get("accumulate") == "packer_l1":  # T.clear packed the initial value; every K step adds to it
+        if self.c.accumulate == "packer_l1":  # T.clear packed the initial value; every K step adds to it
             why = f"{self.c_name} accumulates in L1 (packer L1 accumulation)"
             body = [Call("pack_reconfig_l1_acc", (1,), why)] + body + [Call("pack_reconfig_l1_acc", (0,), why)]
         return body
 
     def subblock_row(self, sm) -> list:
-        sh, sw = self.c["subblock"]
+        sh, sw = self.c.subblock
         if not self.band:
             return loop("sn", self.nt // sw, lambda sn: self.subblock(sm, sn))
         if int(self.band["rows"]) != sh:
@@ -833,14 +833,14 @@ class _Matmul:
 
     def subblock(self, sm, sn) -> list:
         """One sh x sw subblock of C: its partial sums into DST, the K loop's products added, packed back."""
-        sh, sw = self.c["subblock"]
+        sh, sw = self.c.subblock
         sub, cc, note = sh * sw, self.cc, self.note
         use_block = self.row_major and sub > 1
         init = self.block(0, 0, sh, sw)[0] if use_block else self.init
         row = (lambda h: h) if self.band else (lambda h: sm * sh + h)     # A's rows: in the band, or the block
         math = self.block(row(0), sn * sw, sh, sw)[1] if use_block else loop("h", sh, lambda h: loop(
             "w", sw, lambda w: loop("kt", self.kt, lambda k: self.tiles(row(h), sn * sw + w, k, h * sw + w))))
-        if self.c.get("accumulate") == "packer_l1":   # the partials stay in L1: pop them so the pack adds to them
+        if self.c.accumulate == "packer_l1":   # the partials stay in L1: pop them so the pack adds to them
             why = f"the packer adds this {sh}x{sw} subblock to its partial sums in place"
             free = [Call("cb_wait_front", (cc, sub), why), Call("cb_pop_front", (cc, sub), why)]
             return ([Call("tile_regs_acquire", (), note)] + init + math + [Call("tile_regs_commit", (), note)]

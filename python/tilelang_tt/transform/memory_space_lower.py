@@ -23,8 +23,9 @@ Out: the block is dissolved; every tile buffer has a CB; and (T.copy: ``copy_low
      ``fill``/``gemm`` are left for TensorizeTT. ``T.use_swizzle`` (a GPU L2 hint) is dropped:
      the schedule's ``order`` plays that role on TT; so are ``T.sync_threads`` (program order on TT) and
      ``T.no_set_max_nreg``.
-Attributes written: ``tt.cb`` = ``{buffer name: {index, role, producer, consumer, dtype, format, page_size,
-     block_tiles, shape, shape_tiles, tile_offset, depth_blocks, num_pages, bytes[, constant]}}``. Depth: ``num_stages`` of the enclosing
+Attributes written: ``tt.cb``: a ``records.CircularBuffer`` per tile buffer (index, role, producer, consumer,
+     dtype, format, page_size, block_tiles, shape, shape_tiles, tile_offset, depth_blocks, num_pages, bytes[,
+     constant]). Depth: ``num_stages`` of the enclosing
      ``T.Pipelined`` loop for reader-filled CBs (default 2, double-buffered), 2 blocks for writer-drained
      CBs, 1 block for fragments. Whether they fit L1 is StreamBandsTT's check, once TensorizeTT has placed
      accumulators (in DST or a CB).
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import tirx
 
-from .. import attrs
+from ..records import CircularBuffer, put_cbs
 from ..device import TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import tile_format
@@ -532,13 +533,13 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
             rows_e, cols_e = static_shape(buf, self.src)
             rows, cols = tile_shape_2d((rows_e, cols_e))
             block_tiles = rows * cols
-            table[name] = {"index": index, "role": role, "producer": sorted(info.producer), "shape": [rows_e, cols_e],
-                           "consumer": sorted(info.consumer), "dtype": str(buf.dtype), "format": fmt.name,
-                           "tile_offset": self._tile_offset(name),
-                           **({"constant": f"index{INDEX_TILES.index(name)}"} if name in INDEX_TILES else {}),
-                           "page_size": fmt.tile_bytes, "block_tiles": block_tiles, "shape_tiles": [rows, cols],
-                           "depth_blocks": depth, "num_pages": depth * block_tiles,
-                           "bytes": depth * block_tiles * fmt.tile_bytes}
+            table[name] = CircularBuffer(
+                index=index, role=role, producer=sorted(info.producer), consumer=sorted(info.consumer),
+                dtype=str(buf.dtype), format=fmt.name, shape=[rows_e, cols_e], shape_tiles=[rows, cols],
+                tile_offset=self._tile_offset(name),
+                constant=f"index{INDEX_TILES.index(name)}" if name in INDEX_TILES else None,
+                page_size=fmt.tile_bytes, block_tiles=block_tiles, depth_blocks=depth, num_pages=depth * block_tiles,
+                bytes=depth * block_tiles * fmt.tile_bytes)
         return table
 
 
@@ -561,7 +562,7 @@ def _resolve_names(stmt, table):
                          (0, 1) if node.op.same_as(TTOps.reduce) or node.op.same_as(TTOps.transpose) else (0,))
             if any(isinstance(args[i], tirx.StringImm) for i in positions):
                 for i in positions:
-                    args[i] = tirx.IntImm("int32", table[args[i].value]["index"])
+                    args[i] = tirx.IntImm("int32", table[args[i].value].index)
                 return tirx.Call(node.dtype, node.op, args)
         return None
 
@@ -574,7 +575,7 @@ def memory_space_lower(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimF
     body = lowerer.lower(func.body, 2)
     table = lowerer.cb_table()
     body = _resolve_names(body, table)
-    return attrs.put(func.with_body(body), {attrs.CB: table})
+    return put_cbs(func.with_body(body), table)
 
 
 def MemorySpaceLowerTT(device: DeviceProfile):

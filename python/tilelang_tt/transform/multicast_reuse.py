@@ -148,7 +148,7 @@ def _branch(group: str, sender: bool, body: list) -> For:
     cond = tirx.NE(is_sender, 0) if sender else tirx.EQ(is_sender, 0)
     trips = tirx.Select(cond, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
     return For(tirx.Var("role", "int32"), tirx.IntImm("int32", 0), trips, body,
-               "multicast sender" if sender else "multicast receiver", False, cond)
+               "multicast sender" if sender else "multicast receiver", False, cond, (group, sender))
 
 
 def _expand(body: list, marked: dict, flush: bool) -> list:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs
+from .. import records
 from ..device import DeviceProfile
 from ..errors import TTResourceError
 from ..intrinsics import TTOps, tt_op_of
@@ -40,12 +40,12 @@ _CB_ARGS = ((TTOps.read_block, (0,)), (TTOps.write_block, (0,)), (TTOps.fill, (0
 
 def l1_bytes(table: dict) -> int:
     """L1 the CB table takes: every CB but a DST-resident accumulator."""
-    return sum(int(e["bytes"]) for e in table.values() if str(e.get("residency", "")) != "dst")
+    return sum(int(e.bytes) for e in table.values() if e.residency != "dst")
 
 
 def _uses(func: tirx.PrimFunc, table: dict) -> dict:
     """CB name -> [(op, arg position, call, enclosing SeqStmt or None)] for every TT op argument naming it."""
-    by_index = {int(e["index"]): n for n, e in table.items()}
+    by_index = {int(e.index): n for n, e in table.items()}
     uses: dict = {n: [] for n in table}
     seqs: list = []
     visit(func.body, lambda n: seqs.append(n) if isinstance(n, tirx.SeqStmt) else None)
@@ -77,8 +77,8 @@ def _uses(func: tirx.PrimFunc, table: dict) -> dict:
 def _band_candidate(name: str, table: dict, uses: list):
     """(band rows, read statement, matmul statement, sequence) when ``name`` can stream in bands, else None."""
     e = table[name]
-    if e["role"] != "input" or list(e["producer"]) != ["reader"] or list(e["consumer"]) != ["compute"] or \
-            "constant" in e or "band" in e:
+    if e.role != "input" or list(e.producer) != ["reader"] or list(e.consumer) != ["compute"] or \
+            e.constant is not None or e.band is not None:
         return None
     reads = [u for u in uses if u[0].same_as(TTOps.read_block)]
     others = [u for u in uses if not u[0].same_as(TTOps.read_block)]
@@ -92,11 +92,11 @@ def _band_candidate(name: str, table: dict, uses: list):
     position = [next(i for i, s in enumerate(stmts) if s.same_as(x)) for x in (read_stmt, mm_stmt)]
     if position[0] > position[1]:
         return None
-    acc = next((x for x in table.values() if int(x["index"]) == int(mm.args[2])), None)
-    if acc is None or str(acc.get("residency", "")) != "cb":
+    acc = next((x for x in table.values() if int(x.index) == int(mm.args[2])), None)
+    if acc is None or acc.residency != "cb":
         return None
-    rows = int(list(acc["subblock"])[0])
-    mt = int(list(e["shape_tiles"])[0])
+    rows = int(list(acc.subblock)[0])
+    mt = int(list(e.shape_tiles)[0])
     if mt <= rows or mt % rows:
         return None
     return rows, read_stmt, mm_stmt, seq
@@ -113,9 +113,9 @@ def _reorder(body, seq, read_stmt, mm_stmt):
 
 def stream_bands(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
     usable = device.l1_usable_bytes
-    if l1_bytes(func.attrs[attrs.CB]) <= usable:    # the common case: no copy of the table
+    table = records.cbs(func)
+    if l1_bytes(table) <= usable:    # the common case
         return func
-    table = {k: dict(v) for k, v in func.attrs[attrs.CB].items()}
     body, banded = func.body, False
     while l1_bytes(table) > usable:
         uses = _uses(func.with_body(body), table)
@@ -123,18 +123,18 @@ def stream_bands(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
         found = [(name, c) for name, c in found if c is not None]
         if not found:
             break
-        name, (rows, read_stmt, mm_stmt, seq) = max(found, key=lambda nc: int(table[nc[0]]["bytes"]))
+        name, (rows, read_stmt, mm_stmt, seq) = max(found, key=lambda nc: int(table[nc[0]].bytes))
         e = table[name]
-        pages = rows * int(list(e["shape_tiles"])[1])
-        e.update(band={"rows": rows, "pages": pages, "depth": BAND_DEPTH}, depth_blocks=1,
-                 num_pages=BAND_DEPTH * pages, bytes=BAND_DEPTH * pages * int(e["page_size"]))
+        pages = rows * int(list(e.shape_tiles)[1])
+        table[name] = e.replace(band={"rows": rows, "pages": pages, "depth": BAND_DEPTH}, depth_blocks=1,
+                                num_pages=BAND_DEPTH * pages, bytes=BAND_DEPTH * pages * int(e.page_size))
         body, banded = _reorder(body, seq, read_stmt, mm_stmt), True
     total = l1_bytes(table)
     if total > usable:
         raise TTResourceError(f"circular buffers need {total} bytes of L1 per core, more than the {usable} bytes a "
                               f"kernel can use on {device.arch}", construct="tile buffers", source=source_of(func),
                               fix="use smaller blocks or fewer pipeline stages")
-    return attrs.put(func.with_body(body), {attrs.CB: table}) if banded else func
+    return records.put_cbs(func.with_body(body), table) if banded else func
 
 
 def StreamBandsTT(device: DeviceProfile):

@@ -92,9 +92,9 @@ class _Tensorizer:
         self.func = func
         self.src = source_of(func)
         self.device = device
-        self.cb = {k: dict(v) for k, v in func.attrs[attrs.CB].items()}
+        self.cb = records.cbs(func)
         # DST keeps fp32 only with fp32_dest_acc_en: on whenever compute touches a float32 CB.
-        self.fp32_acc = any(str(v["dtype"]) == "float32" and "compute" in list(v["producer"]) + list(v["consumer"])
+        self.fp32_acc = any(str(v.dtype) == "float32" and "compute" in list(v.producer) + list(v.consumer)
                             for v in self.cb.values())
         # ... and whenever a T.Parallel computes in float32 on 16-bit data (T.Cast("float32", x_bf16[i, j]), a float32
         # scalar parameter): a 16-bit DST would round every intermediate value to the CBs' 16-bit format
@@ -106,10 +106,10 @@ class _Tensorizer:
         # an integer tile reaches DST as 32-bit integers: the LLK asserts fp32_dest_acc_en when the unpacker or
         # math is configured for Int8/UInt8/Int32 (llk_unpack_common.h, llk_math_common.h in 0.81.1)
         ints = sorted(k for k, v in self.cb.items() if self.is_int(k) and "compute" in
-                      list(v["producer"]) + list(v["consumer"]))
+                      list(v.producer) + list(v.consumer))
         if ints and chosen is False:
             raise TTUnsupportedError(
-                f"fp32_dest_acc=False with the integer tile buffer {ints[0]} ({self.cb[ints[0]]['format']}) in "
+                f"fp32_dest_acc=False with the integer tile buffer {ints[0]} ({self.cb[ints[0]].format}) in "
                 f"compute: TT moves integer tiles through DST as 32-bit values, which needs fp32 DST accumulation",
                 construct="T.annotate_tt_compute(fp32_dest_acc=False)", source=self.src,
                 fix="drop fp32_dest_acc=False, or cast the data to a float dtype before the kernel")
@@ -123,10 +123,10 @@ class _Tensorizer:
     def index(self, buf):
         if buf.name not in self.cb:
             raise TTUnsupportedError(f"{buf.name} is not a tile buffer", construct=buf.name, source=self.src)
-        return self.cb[buf.name]["index"]
+        return self.cb[buf.name].index
 
     def is_int(self, name: str) -> bool:
-        return name in self.cb and self.cb[name].get("format") in CB_INT_FORMATS
+        return name in self.cb and self.cb[name].format in CB_INT_FORMATS
 
     def check_int_tiles(self, dst: str, expr, what):
         """uint8 tiles in a T.Parallel: read only as ``T.Cast(float, x[i, j])`` (typecast_tile<UInt8, Float32> after
@@ -135,7 +135,7 @@ class _Tensorizer:
         def int_load(e):
             return isinstance(e, tirx.BufferLoad) and self.is_int(e.buffer.name)
 
-        if int_load(expr) and self.is_int(dst) and self.cb[expr.buffer.name]["format"] == self.cb[dst]["format"]:
+        if int_load(expr) and self.is_int(dst) and self.cb[expr.buffer.name].format == self.cb[dst].format:
             return      # a copy (T.copy out of a fragment): the integers go through DST unchanged
 
         fix_read = ("cast the uint8 value to a float dtype where it is read (T.Cast(\"float32\", A_s[i, j]) or "
@@ -157,16 +157,16 @@ class _Tensorizer:
                     fix=fix_read + "; packed sub-byte weights are unpacked on the host when written in TileLang's "
                     "(B_shared[i, j // 2] >> (4 * (j % 2))) & 15 form")
 
-        if self.is_int(dst) and self.cb[dst]["dtype"] in TILE_INT_AS_FLOAT:
+        if self.is_int(dst) and self.cb[dst].dtype in TILE_INT_AS_FLOAT:
             return      # an int32 tensor's values, computed in Float32 (bounded below 2^24: int_range.py)
         if self.is_int(dst):
-            if not (isinstance(expr, tirx.Cast) and str(expr.dtype) == self.cb[dst]["dtype"]
+            if not (isinstance(expr, tirx.Cast) and str(expr.dtype) == self.cb[dst].dtype
                     and str(expr.value.dtype).startswith(("float", "bfloat"))):
                 raise TTUnsupportedError(
-                    f"{dst} ({self.cb[dst]['dtype']}) is written with `{expr}`: a uint8 tile is written only as the "
+                    f"{dst} ({self.cb[dst].dtype}) is written with `{expr}`: a uint8 tile is written only as the "
                     f"cast of a float value (typecast_tile<Float32, UInt8>: truncation toward zero, modulo 256)",
                     construct=what, source=self.src,
-                    fix=f"write {dst}[i, j] = T.Cast(\"{self.cb[dst]['dtype']}\", <float expression>); copy uint8 "
+                    fix=f"write {dst}[i, j] = T.Cast(\"{self.cb[dst].dtype}\", <float expression>); copy uint8 "
                         f"data unchanged with T.copy")
 
     def check_expr(self, expr, what, dst: str | None = None):
@@ -235,7 +235,7 @@ class _Tensorizer:
         if found is not None and found[0].same_as(TTOps.reduce):
             return self.reduce(stmt, found[1], path)
         if found is not None and found[0].same_as(TTOps.eltwise):
-            dst_name = next(k for k, v in self.cb.items() if v["index"] == int(found[1].args[0]))
+            dst_name = next(k for k, v in self.cb.items() if v.index == int(found[1].args[0]))
             self.check_expr(found[1].args[1], describe(stmt), dst_name)
             self.ops.append(("eltwise", dst_name, path, found[1].args[1]))
         return stmt
@@ -269,7 +269,7 @@ class _Tensorizer:
             raise TTUnsupportedError(f"gemm shapes disagree: A {am}x{ak}, B {bk}x{bn}, C {cm}x{cn} tiles",
                                      construct=what, source=self.src)
         clear = len(c.args) > 9 and bool(c.args[9])
-        if self.cb[cc.buffer.name]["role"] != "intermediate":
+        if self.cb[cc.buffer.name].role != "intermediate":
             raise TTUnsupportedError(f"gemm accumulates into {cc.buffer.name}, which is not a fragment",
                                      construct=what, source=self.src, fix="accumulate into T.alloc_fragment")
         note = f"T.gemm({a.buffer.name}, {b.buffer.name}, {cc.buffer.name}{', transpose_B=True' if trans_b else ''}" \
@@ -285,14 +285,14 @@ class _Tensorizer:
     def reduce(self, stmt, c, path):
         """``reduce(src, dst, kind, dim, clear)``: abs / min reductions get a compute scratch CB holding |src|
         or -src (``reduce`` then runs a SUM or MAX over it and negates the result for min)."""
-        src = next(k for k, v in self.cb.items() if v["index"] == int(c.args[0]))
-        dst = next(k for k, v in self.cb.items() if v["index"] == int(c.args[1]))
+        src = next(k for k, v in self.cb.items() if v.index == int(c.args[0]))
+        dst = next(k for k, v in self.cb.items() if v.index == int(c.args[1]))
         kind = str(c.args[2].value)
         if self.is_int(src) or self.is_int(dst):
-            self._bad(stmt, f"a reduction of {src} into {dst} with a {self.cb[src]['dtype'] if self.is_int(src) else self.cb[dst]['dtype']} "
+            self._bad(stmt, f"a reduction of {src} into {dst} with a {self.cb[src].dtype if self.is_int(src) else self.cb[dst].dtype} "
                             f"tile: the TT reduce works on float tiles (cast in a T.Parallel first)")
         self.ops.append(("reduce", dst, path, src))
-        if exact_reduce(self.cb[src].get("format"), self.fp32_acc, self.allow_tf32):
+        if exact_reduce(self.cb[src].format, self.fp32_acc, self.allow_tf32):
             return stmt     # the SFPU path: no scaler; -x and |x| are computed in DST (LowerToTTProgram)
         self.scaler_cb()
         if kind in ("sum", "max"):
@@ -305,25 +305,26 @@ class _Tensorizer:
         """The reduce scaler: one bf16 tile the reader builds once (1.0 in row 0 of every face)."""
         if SCALER in self.cb:
             return
-        used = {int(e["index"]) for e in self.cb.values()}
+        used = {int(e.index) for e in self.cb.values()}
         index = next(i for i in list(range(self.device.num_cbs)) if i not in used)
         fmt = data_format("bfloat16", "the reduce scaler", self.src)
-        self.cb[SCALER] = {"index": index, "role": "input", "producer": ["reader"], "consumer": ["compute"],
-                           "shape": [32, 32], "dtype": "bfloat16", "format": fmt.name, "page_size": fmt.tile_bytes,
-                           "block_tiles": 1, "shape_tiles": [1, 1], "depth_blocks": 1, "num_pages": 1,
-                           "bytes": fmt.tile_bytes}
+        self.cb[SCALER] = records.CircularBuffer(
+            index=index, role="input", producer=["reader"], consumer=["compute"], dtype="bfloat16", format=fmt.name,
+            shape=[32, 32], shape_tiles=[1, 1], tile_offset=[0, 0], page_size=fmt.tile_bytes, block_tiles=1,
+            depth_blocks=1, num_pages=1, bytes=fmt.tile_bytes)
 
     def scratch(self, name: str, like: str) -> int:
         """A compute-owned CB shaped like ``like`` (same format); returns its index."""
         if name in self.cb:
-            return self.cb[name]["index"]
-        used = {int(e["index"]) for e in self.cb.values()}
+            return self.cb[name].index
+        used = {int(e.index) for e in self.cb.values()}
         free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
         if not free:
             raise TTUnsupportedError(f"no circular buffer left for {name}", construct=name, source=self.src)
         src = self.cb[like]
-        self.cb[name] = {**src, "index": free[0], "role": "scratch", "producer": ["compute"], "consumer": ["compute"],
-                         "depth_blocks": 1, "num_pages": src["block_tiles"], "bytes": src["block_tiles"] * int(src["page_size"])}
+        self.cb[name] = src.replace(index=free[0], role="scratch", producer=["compute"], consumer=["compute"],
+                                    depth_blocks=1, num_pages=src.block_tiles,
+                                    bytes=src.block_tiles * int(src.page_size))
         return free[0]
 
     def parallel(self, loop, path):
@@ -369,19 +370,17 @@ class _Tensorizer:
         k = sum(1 for n in self.cb if n.startswith(f"{dest}_spill"))
         name = f"{dest}_spill{k}"
         like = self.cb[dest]
-        dtype = "float32" if self.fp32_acc else like["dtype"]
+        dtype = "float32" if self.fp32_acc else like.dtype
         fmt = data_format(dtype, f"tile buffer {name}", self.src)
-        used = {int(e["index"]) for e in self.cb.values()}
+        used = {int(e.index) for e in self.cb.values()}
         free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
         if not free:
             raise TTUnsupportedError(f"no circular buffer left for {name}", construct=what, source=self.src)
-        self.cb[name] = {**like, "index": free[0], "role": "intermediate", "producer": ["compute"],
-                         "consumer": ["compute"], "dtype": dtype, "format": fmt.name, "page_size": fmt.tile_bytes,
-                         "depth_blocks": 1, "num_pages": like["block_tiles"],
-                         "bytes": like["block_tiles"] * fmt.tile_bytes}
-        self.cb[name].pop("subblock", None)
-        self.cb[name].pop("residency", None)
-        buf = tirx.decl_buffer(like["shape"], dtype, name, scope="local.fragment")
+        self.cb[name] = like.replace(index=free[0], role="intermediate", producer=["compute"], consumer=["compute"],
+                                     dtype=dtype, format=fmt.name, page_size=fmt.tile_bytes, depth_blocks=1,
+                                     num_pages=like.block_tiles, bytes=like.block_tiles * fmt.tile_bytes,
+                                     subblock=None, residency=None)
+        buf = tirx.decl_buffer(like.shape, dtype, name, scope="local.fragment")
         self.check_expr(best, what, None)
         self.ops.append(("eltwise", name, path, best))
         piece = call(TTOps.eltwise, free[0], best, note=f"{note} (a part of it, through {name})")
@@ -399,27 +398,27 @@ class _Tensorizer:
         matmul accumulator accumulates (``accumulate``)."""
         candidates = []
         for name, entry in self.cb.items():
-            if entry["role"] != "intermediate":
+            if entry.role != "intermediate":
                 continue
             touching = [op for op in self.ops if op[1] == name or (op[0] == "eltwise" and _reads(op[3], name))]
             kinds = [op[0] if op[1] == name else "read" for op in touching]
-            rows, cols = entry["shape_tiles"]
-            entry["residency"] = "cb"
-            entry["subblock"] = list(_subblock(rows, cols, self.cap)) if "matmul" in kinds else [1, 1]
+            rows, cols = entry.shape_tiles
+            entry.residency = "cb"
+            entry.subblock = list(_subblock(rows, cols, self.cap)) if "matmul" in kinds else [1, 1]
             if "matmul" in kinds:
-                entry["accumulate"] = accumulate_mode(entry, packer_l1_acc)
+                entry.accumulate = accumulate_mode(entry, packer_l1_acc)
             if (rows * cols <= self.cap and len(kinds) >= 3 and kinds[0] == "fill" and kinds[-1] == "read"
                     and all(k == "matmul" for k in kinds[1:-1]) and touching[0][2] == touching[-1][2]
                     and _unary_of(touching[-1][3], name)
-                    and self.cb[touching[-1][1]]["role"] != "intermediate"):
+                    and self.cb[touching[-1][1]].role != "intermediate"):
                 first = self.ops.index(touching[0])
                 last = self.ops.index(touching[-1])
                 if all(op in touching for op in self.ops[first:last + 1]):
                     candidates.append(name)
         if candidates:
-            self.cb[candidates[0]]["residency"] = "dst"
-            self.cb[candidates[0]]["subblock"] = list(self.cb[candidates[0]]["shape_tiles"])
-            self.cb[candidates[0]]["accumulate"] = "dst"
+            self.cb[candidates[0]].residency = "dst"
+            self.cb[candidates[0]].subblock = list(self.cb[candidates[0]].shape_tiles)
+            self.cb[candidates[0]].accumulate = "dst"
 
 
 # Formats the packer's L1 accumulation adds in (tt-isa-documentation WormholeB0/TensixTile/L1.md: near-memory
@@ -427,12 +426,12 @@ class _Tensorizer:
 L1_ACC_FORMATS = ("Float32", "Float16_b")
 
 
-def accumulate_mode(entry: dict, packer_l1_acc: bool) -> str:
+def accumulate_mode(entry: records.CircularBuffer, packer_l1_acc: bool) -> str:
     """How a CB-resident matmul accumulator adds each K step's products to its partial sums: "packer_l1" (the
     packer adds DST to the tile in L1, ``pack_reconfig_l1_acc(1)``) when allowed, the CB's format is one the
     packer accumulates in and the CB holds exactly one block (the pack after popping a subblock lands on the
     pages it popped); else "reload" (copy_tile the partials into DST before the matmuls, re-pack)."""
-    if packer_l1_acc and entry["format"] in L1_ACC_FORMATS and int(entry["num_pages"]) == int(entry["block_tiles"]):
+    if packer_l1_acc and entry.format in L1_ACC_FORMATS and int(entry.num_pages) == int(entry.block_tiles):
         return "packer_l1"
     return "reload"
 
@@ -466,7 +465,7 @@ def tensorize(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimFunc:
     body = t.run(func.body)
     config = records.compute(func)
     t.choose_residency(config.packer_l1_acc if config is not None else True)
-    out = attrs.put(func.with_body(body), {attrs.CB: t.cb, attrs.TENSORIZED: True})
+    out = attrs.put(records.put_cbs(func.with_body(body), t.cb), {attrs.TENSORIZED: True})
     if config is None:
         return out
     config.fp32_dest_acc = t.fp32_acc

@@ -303,13 +303,8 @@ _RECEIVER = ("mcast_clear_valid", "mcast_signal_ready", "mcast_wait_valid")
 
 
 def _role_branch(n) -> tuple[str, bool] | None:
-    """(group, sender?) of a branch on a multicast core's role: ``if (<group>_is_sender != 0)`` / ``== 0``."""
-    g = n.guard if isinstance(n, For) else None
-    if not isinstance(g, (tirx.NE, tirx.EQ)) or not isinstance(g.a, tirx.Var):
-        return None
-    if not g.a.name.endswith("_is_sender") or not (isinstance(g.b, tirx.IntImm) and g.b.value == 0):
-        return None
-    return g.a.name[:-len("_is_sender")], isinstance(g, tirx.NE)
+    """(group, sender?) of a branch on a multicast core's role (``For.branch``, set by TTMulticastReuse)."""
+    return tuple(n.branch) if isinstance(n, For) and n.branch is not None else None
 
 
 def _check_multicast(program: Program, flush: bool) -> None:
