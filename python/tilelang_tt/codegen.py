@@ -129,8 +129,8 @@ def _buffers(ctx: KernelContext, program) -> list:
                     "format": fmt.name, "layout": "tiled_32x32_interleaved", "placement": shard["placement"],
                     "page_size": fmt.tile_bytes, "num_pages": num_pages, "bytes": _mul(num_pages, fmt.tile_bytes),
                     "io": io, "shard": shard})
-        if pad.row_pad is not None:
-            out[-1]["row_pad"] = pad.row_pad
+        if pad.row_pad is not None:     # a symbolic count of matrices (T.dynamic batch) as its C++ expression
+            out[-1]["row_pad"] = {**pad.row_pad, "outer": ctx.dims([pad.row_pad["outer"]])[0]}
         if pad.col_pad is not None:
             out[-1]["col_pad"] = pad.col_pad
         unpack = records.host_unpack(ctx.func, buf.name)

@@ -82,5 +82,5 @@ def _needed(buf: dict, mask: np.ndarray) -> np.ndarray:
     view = mask[:rows, :cols]
     pad = buf.get("row_pad")
     if pad:
-        view = view.reshape(pad["outer"], pad["padded_rows"], cols)[:, :pad["rows"]]
+        view = view.reshape(-1, pad["padded_rows"], cols)[:, :pad["rows"]]
     return view

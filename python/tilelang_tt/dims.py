@@ -2,6 +2,10 @@
 view's product, a padded size). One evaluator for the emulator, the runtime's ``out_idx`` allocation and the
 torch op's shape function."""
 
+import re
+
+_UNSIGNED = re.compile(r"\b(\d+)u\b")
+
 
 def dim_value(d, sizes: dict):
     """``d`` with its names bound from ``sizes`` (name -> int, or a torch SymInt while tracing: the value is then
@@ -10,7 +14,8 @@ def dim_value(d, sizes: dict):
         return d
     if d in sizes:
         return sizes[d]
-    return eval(d.replace("/", "//"), {"__builtins__": {}}, dict(sizes))  # noqa: S307 - plan expressions
+    text = _UNSIGNED.sub(r"\1", d).replace("/", "//")      # C++'s 32u is Python's 32
+    return eval(text, {"__builtins__": {}}, dict(sizes))  # noqa: S307 - plan expressions
 
 
 def bound_dims(shapes, values) -> dict:

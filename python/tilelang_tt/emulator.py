@@ -333,8 +333,9 @@ def _pad_rows(arr: np.ndarray, buf: dict) -> np.ndarray:
     pad = buf.get("row_pad")
     if not pad:
         return arr
-    grouped = arr.reshape(pad["outer"], pad["rows"], -1)
-    out = np.zeros((pad["outer"], pad["padded_rows"], grouped.shape[2]), dtype=arr.dtype)
+    # "outer" (the number of matrices) is a C++ expression when the batch is symbolic: the array's size tells it
+    grouped = arr.reshape(-1, pad["rows"], int(buf["view"][1]))
+    out = np.zeros((grouped.shape[0], pad["padded_rows"], grouped.shape[2]), dtype=arr.dtype)
     out[:, :pad["rows"]] = grouped
     return out
 
@@ -355,7 +356,7 @@ def _unpad_rows(view: np.ndarray, buf: dict) -> np.ndarray:
     pad = buf.get("row_pad")
     if not pad:
         return view
-    return view.reshape(pad["outer"], pad["padded_rows"], -1)[:, :pad["rows"]].reshape(-1, view.shape[-1])
+    return view.reshape(-1, pad["padded_rows"], view.shape[-1])[:, :pad["rows"]].reshape(-1, view.shape[-1])
 
 
 def bind_shapes(plan: dict, tensors: dict[int, object]) -> dict[str, int]:

@@ -218,6 +218,22 @@ def thread_indexed_store():
     return k
 
 
+def fragment_written_past_its_end():
+    """TileLang's attention-sink backward examples fill ``sinks = T.alloc_fragment([heads])`` over block_M rows."""
+    @T.prim_func
+    def k(S: T.Tensor((8,), "float32"), A: T.Tensor((64, 64), "float32"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, 8, threads=128) as (bx, by):
+            a = T.alloc_fragment((64, 64), "float32")
+            sinks = T.alloc_fragment([8], "float32")
+            T.copy(A[0, 0], a)
+            for i in T.Parallel(64):
+                sinks[i] = S[by]
+            for i, j in T.Parallel(64, 64):
+                a[i, j] = a[i, j] + sinks[i]
+            T.copy(a, O[0, 0])
+    return k
+
+
 # (id, make kernel (called inside pytest.raises when it must fail at build time), target, exception, message)
 CASES = [
     # GPU-thread constructs: named, never reported as something else
@@ -302,6 +318,9 @@ CASES = [
      r"an if on the values of A \(float32, tensor\).*fix: branch on elements of int32 tensors"),
     ("indirect_indexing", indirect, {}, TTUnsupportedError, r"indirect \(data-dependent\) indexing of A through I"),
     ("scalar_store", scalar_store, {}, TTUnsupportedError, r"a scalar store outside T.Parallel"),
+    ("fragment_written_past_its_end", fragment_written_past_its_end, {}, TTUnsupportedError,
+     r"sinks\[i, 0\] reaches index 63 of an axis of 8 elements \(the T.Parallel loop over i runs 64 times; sinks is "
+     r"declared \[8, 1\]\): out of bounds.*fix: declare sinks with the loop's extent \(64 along that axis\)"),
     ("misplaced_sub_tile_operands", misplaced_rows, {}, TTUnsupportedError,
      r"b sits at row \(bx \+ 1\) % 32 of its tiles but c at bx % 32: element-wise operands smaller than a tile "
      r"must share their place in the tile"),

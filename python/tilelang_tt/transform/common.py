@@ -207,7 +207,9 @@ def decode_region(expr, source: str | None = None) -> Region:
 
 def shape_vars(func: tirx.PrimFunc) -> list:
     """The symbolic dimensions (``T.dynamic``) of the tensor parameters, in order of first appearance. Each must
-    be a whole dimension; a dimension that is an expression of them is rejected."""
+    be a whole dimension of the tensor as the user declared it (after TilePadTT: its logical shape, the view
+    being an expression of it); a dimension that is an expression of them is rejected."""
+    from .. import records
     from ..errors import TTUnsupportedError
 
     found = []
@@ -215,8 +217,9 @@ def shape_vars(func: tirx.PrimFunc) -> list:
         if p not in func.buffer_map:
             continue
         buf = func.buffer_map[p]
-        for dim in buf.shape:
-            if isinstance(dim, tirx.IntImm):
+        pad = records.padding(func, buf.name)
+        for dim in (pad.logical if pad is not None else buf.shape):
+            if isinstance(dim, (int, tirx.IntImm)):
                 continue
             if not isinstance(dim, tirx.Var):
                 raise TTUnsupportedError(f"dimension {dim} of {buf.name} is an expression of symbolic shapes",

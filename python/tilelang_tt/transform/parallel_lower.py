@@ -370,6 +370,9 @@ class ParallelLower:
             return self.transposed_operand(nest, buf, indices, dims)
         if not is_store and not is_global(buf) and self.crosswise_vector(nest, buf, dims):
             return self.transposed_vector(nest, buf)
+        axis = None if is_store or is_global(buf) else self.crosswise_line(nest, buf, dims)
+        if axis is not None:
+            return self.staged_transpose(nest, self.staged_line(nest, buf, axis, dims[axis][1]))
         for k, (v, _) in enumerate(dims):
             if v is not None and not any(d is v for d, _ in dst_dims[k:k + 1]):
                 raise TTUnsupportedError(
@@ -389,6 +392,13 @@ class ParallelLower:
             if not is_store and axis is not None:
                 return self.staged_line(nest, buf, axis, dims[axis][1])
             for (v, off), n, w in zip(dims, bshape, window):
+                if v is not None and self.analyzer.can_prove(off + w > n):
+                    shape = [int(d) for d in buf.shape]
+                    raise TTUnsupportedError(
+                        f"{buf.name}{list(indices)} reaches index {off + w - 1} of an axis of {n} elements (the "
+                        f"T.Parallel loop over {v.name} runs {w} times; {buf.name} is declared {shape}): out of "
+                        f"bounds", construct=what, source=self.src,
+                        fix=f"declare {buf.name} with the loop's extent ({w} along that axis)")
                 if n != w or not self.analyzer.can_prove(off == 0):
                     raise TTUnsupportedError(f"tile buffer {buf.name} must be indexed over its whole shape "
                                              f"{list(bshape)} (an index i or j, or 0 for an extent of 1)",
@@ -410,6 +420,18 @@ class ParallelLower:
         var, off = dims[axis]
         return var is not None and var is nest.dst_dims[1 - axis][0] and nest.extent[var] == shape[axis] and \
             self.analyzer.can_prove(off == 0)
+
+    def crosswise_line(self, nest: _Nest, buf, dims) -> int | None:
+        """0 for row ``k`` of a tile buffer of at most 32 rows read whole by the nest's row variable (``a[k, i]`` in
+        a nest storing ``x[i, j]``: row i gets ``a[k, i]``), 1 for a column read by the column variable; None
+        otherwise. The line is picked out (``staged_line``) and transposed into the store's orientation."""
+        shape = static_shape(self.current(buf), self.src)
+        for axis in (0, 1):
+            (at_var, _), (var, off) = dims[axis], dims[1 - axis]
+            if at_var is None and var is not None and var is nest.dst_dims[axis][0] and 1 < shape[axis] <= TILE \
+                    and nest.extent[var] == shape[1 - axis] and self.analyzer.can_prove(off == 0):
+                return axis
+        return None
 
     def transposed_vector(self, nest: _Nest, buf) -> tirx.Buffer:
         """``crosswise_vector``: the vector's tiles transposed on chip (``transpose_tile``: row 0 <-> column 0) into
