@@ -237,6 +237,8 @@ def _matmul_operands(body, program, src: str, fidelity: str) -> dict:
             continue
         for operand, arg in (("in0", c.args[0]), ("in1", c.args[1])):
             fmt = carried.get(arg.name, program.cbs[arg.name].fmt)
+            if fmt == "Float32" and program.cbs[arg.name].dtype == "float16":
+                fmt = "Float16"      # a float16 fragment held as Float32 (MemorySpaceLowerTT): FP16 in SrcA/SrcB
             if fmt not in _FORMAT_BITS:    # block-float weights: the user chose their precision
                 continue
             reach = _FLOAT32_SRC_BITS[src] if fmt == "Float32" else _FORMAT_BITS[fmt]

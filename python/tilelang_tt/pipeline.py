@@ -2,8 +2,8 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> PredicateParallelTT
-               -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
+    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> MergeBranchesTT
+               -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
                -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
@@ -72,6 +72,7 @@ from .transform.atomic_partials import atomic_partials
 from .transform.column_reads import column_reads
 from .transform.predicate_parallel import predicate_parallel
 from .transform.parallel_fission import parallel_fission
+from .transform.merge_branches import merge_branches
 from .transform.row_stream import row_stream
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
@@ -100,6 +101,7 @@ def passes(options: TTOptions):
     if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [
+        ("MergeBranchesTT", merge_branches),
         ("PredicateParallelTT", predicate_parallel),
         ("ParallelFissionTT", parallel_fission),
         ("ColumnReadsTT", column_reads),

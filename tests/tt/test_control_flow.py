@@ -160,10 +160,11 @@ def test_refused_branches():
         with T.Kernel(2, 2, threads=128) as (bx, by):
             a = T.alloc_shared((32, 32), "float32")
             T.copy(A[by * 32, bx * 32], a)
-            if bx == 0:
+            if bx == 0:     # a copy in one branch, a T.Parallel in the other: neither form MergeBranchesTT merges
                 T.copy(a, C[by * 32, bx * 32])
             else:
-                T.copy(a, C[by * 32, bx * 32])
+                for i, j in T.Parallel(32, 32):
+                    C[by * 32 + i, bx * 32 + j] = a[i, j] * 2.0
 
     with pytest.raises(TTUnsupportedError, match="(?s)an if with an else branch.*fix: write the else branch as a second"):
         tilelang.compile(with_else, target="tt")
@@ -295,3 +296,58 @@ def test_blocks_selected_by_an_index_table_with_a_compound_condition(arch):
                 acc = acc + x[s * 32:(s + 1) * 32] * float(s + 1)
         want[b * 32:(b + 1) * 32] = acc
     assert torch.equal(out, want)     # one float32 multiply and add per step, in the loop's order
+
+
+# ---- if / else in the kernel body (MergeBranchesTT), integer division of indices -----------------------------------
+def branchy(rows=128):
+    """The block-causal attention example's branches: which block to load, and how to fill a fragment (a mask in one
+    branch, T.clear in the other); a third if / else predicates two different fragments."""
+    @T.prim_func
+    def k(X: T.Tensor((rows, 32), "float32"), O: T.Tensor((64, 64), "float32"), P: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            s = T.alloc_shared((32, 32), "float32")
+            m = T.alloc_fragment((32, 32), "float32")
+            a = T.alloc_fragment((32, 32), "float32")
+            b = T.alloc_fragment((32, 32), "float32")
+            if by == 0:
+                T.copy(X[bx * 32, 0], s)
+            else:
+                T.copy(X[64 + bx * 32, 0], s)
+            if bx != 0:
+                for i, j in T.Parallel(32, 32):
+                    m[i, j] = T.if_then_else(i // 8 >= j // 8, s[i, j], -1.0)
+            else:
+                T.clear(m)
+            T.fill(a, 1.0)
+            T.fill(b, 2.0)
+            if bx == by:
+                for i, j in T.Parallel(32, 32):
+                    a[i, j] = m[i, j] + 10.0
+            else:
+                for i, j in T.Parallel(32, 32):
+                    b[i, j] = m[i, j] * 3.0
+            for i, j in T.Parallel(32, 32):
+                m[i, j] = m[i, j] + a[i, j] + b[i, j]
+            T.copy(m, O[by * 32, bx * 32])
+            for i, j in T.Parallel(32, 32):
+                a[i, j] = (i - 20) // 8 * 100 + (j - 3) % 5 + (i + 32 * by) // 3
+            T.copy(a, P[by * 32, bx * 32])
+    return k
+
+
+def test_if_else_branches_run_as_selects():
+    kernel = tilelang.compile(branchy(), target="tt")
+    x = torch.randint(-50, 50, (128, 32)).float()
+    o, p = torch.empty(64, 64), torch.empty(64, 64)
+    kernel(x, o, p)
+    i, j = torch.arange(32)[:, None], torch.arange(32)[None, :]
+    for by in range(2):
+        for bx in range(2):
+            s = x[bx * 32:(bx + 1) * 32] if by == 0 else x[64 + bx * 32:64 + (bx + 1) * 32]
+            m = torch.where(i // 8 >= j // 8, s, torch.tensor(-1.0)) if bx != 0 else torch.zeros(32, 32)
+            a = m + 10.0 if bx == by else torch.ones(32, 32)
+            b = torch.full((32, 32), 2.0) if bx == by else m * 3.0
+            assert torch.equal(o[by * 32:(by + 1) * 32, bx * 32:(bx + 1) * 32], m + a + b), (by, bx)
+            want = torch.div(i - 20, 8, rounding_mode="floor") * 100 + torch.remainder(j - 3, 5) + \
+                torch.div(i + 32 * by, 3, rounding_mode="floor")
+            assert torch.equal(p[by * 32:(by + 1) * 32, bx * 32:(bx + 1) * 32], want.float().expand(32, 32)), (by, bx)

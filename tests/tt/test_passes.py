@@ -106,13 +106,13 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_TT_DUMP_IR", str(tmp_path))
     lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
-    assert names == ["00_Input.py", "01_ForwardScalarsTT.py", "02_InlineIndexLetsTT.py", "03_PredicateParallelTT.py",
-                     "04_ParallelFissionTT.py", "05_ColumnReadsTT.py", "06_InterleavedColumnsTT.py",
-                     "07_UnpackWeightsTT.py", "08_SDPAFusionTT.py", "09_SuperBlockTT.py", "10_RowStreamTT.py",
-                     "11_GridToPersistentTT.py", "12_TTShardToCoreMap.py", "13_TilePadTT.py",
-                     "14_MemorySpaceLowerTT.py", "15_TensorizeTT.py", "16_EliminateDeadValuesTT.py",
-                     "17_StreamBandsTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "15_TensorizeTT.py").read_text()
+    assert names == ["00_Input.py", "01_ForwardScalarsTT.py", "02_InlineIndexLetsTT.py", "03_MergeBranchesTT.py",
+                     "04_PredicateParallelTT.py", "05_ParallelFissionTT.py", "06_ColumnReadsTT.py",
+                     "07_InterleavedColumnsTT.py", "08_UnpackWeightsTT.py", "09_SDPAFusionTT.py", "10_SuperBlockTT.py",
+                     "11_RowStreamTT.py", "12_GridToPersistentTT.py", "13_TTShardToCoreMap.py", "14_TilePadTT.py",
+                     "15_MemorySpaceLowerTT.py", "16_TensorizeTT.py", "17_EliminateDeadValuesTT.py",
+                     "18_StreamBandsTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "16_TensorizeTT.py").read_text()
 
 
 def test_passes_also_run_under_tvm_pass_manager():

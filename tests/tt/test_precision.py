@@ -434,3 +434,47 @@ def test_fp16_output_and_float32_gemm_are_warned_exact_kernels_are_not():
     assert len(warnings) == 1 and "significant bits of its float32 in0 (the FPU's SrcA/SrcB hold TF32)" in warnings[0]
     assert not _compile_recording(K.design_gemm(96, 64, 64, dtype="float32"), "tt -allow_tf32=true")[1]
     assert not _compile_recording(K.softmax(96, 64), "tt")[1]
+
+
+def fp16_fragment_gemm():
+    """A float16 fragment updated in place (T.Parallel) and multiplied (T.gemm in0) in a kernel with a float32
+    accumulator: TileLang's Mamba chunk scan keeps ``cb_local`` so."""
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            a_s = T.alloc_shared((32, 32), "float16")
+            b_s = T.alloc_shared((32, 32), "float16")
+            f = T.alloc_fragment((32, 32), "float16")
+            acc = T.alloc_fragment((32, 32), "float32")
+            T.clear(acc)
+            for kk in T.serial(2):
+                T.copy(A[by * 32, kk * 32], a_s)
+                T.copy(a_s, f)
+                for i, j in T.Parallel(32, 32):
+                    f[i, j] = f[i, j] * 2.0
+                for i, j in T.Parallel(32, 32):
+                    f[i, j] = f[i, j] * 0.5
+                T.copy(B[kk * 32, bx * 32], b_s)
+                T.gemm(f, b_s, acc)
+            T.copy(acc, C[by * 32, bx * 32])
+
+    return k
+
+
+def test_fp16_fragment_keeps_fp16_bits_through_updates():
+    """Each update of ``f`` packs an fp32 DST: into a Float16 CB it would keep bf16's 8 significant bits (0.81's
+    pack configuration, TT_KERNEL_PATTERNS 5b), so the fragment is held as Float32 and the matmul's unpacker reads
+    it as FP16. A has 11 significant bits (in0: all multiplied at HiFi4), B small integers (in1: exact in SrcA's 10
+    bits): C equals the float64 product; the only warning is in1's (SrcA's 10 bits), none of the fragment."""
+    torch.manual_seed(11)
+    a = (1 + torch.randint(0, 1024, (64, 64)) / 1024).to(torch.float16)   # 11 significant bits
+    a = a * torch.where(torch.rand(64, 64) < 0.5, -1, 1).to(torch.float16)
+    b = torch.randint(-4, 5, (64, 64)).to(torch.float16)
+    c = torch.empty(64, 64)
+    kernel, warned = _compile_recording(fp16_fragment_gemm(), "tt")
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c.numpy(), (a.double() @ b.double()).float().numpy())
+    f = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "f")
+    assert f["format"] == "Float32"          # the float16 fragment, held as Float32
+    assert len(warned) == 1 and "in1" in warned[0] and "in0" not in warned[0] and "packed" not in warned[0]
+    assert "float16_pack" not in kernel.plan["precision"]

@@ -7,6 +7,7 @@ from .forward_scalars import ForwardScalarsTT
 from .grid_to_persistent import GridToPersistentTT
 from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
+from .merge_branches import MergeBranchesTT
 from .parallel_fission import ParallelFissionTT
 from .predicate_parallel import PredicateParallelTT
 from .row_stream import RowStreamTT
@@ -18,6 +19,6 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
            "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

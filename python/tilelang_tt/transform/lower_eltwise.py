@@ -246,8 +246,31 @@ class _Eval:
             return self.compare(e, out)
         if isinstance(e, tuple(BINARY)):
             return self.binary(e, out)
+        if isinstance(e, tirx.FloorDiv):
+            return self.floor_div(e, out)
         raise TTUnsupportedError(f"cannot evaluate {type(e).__name__} `{e}` on TT tiles", construct=str(e),
                                  source=self.lw.src)
+
+    def floor_div(self, e: tirx.FloorDiv, out) -> Dst:
+        """``a // c`` of integers by a positive constant (TensorizeTT checked it): with a = k c + r, 0 <= r < c,
+        y = (a + 0.5) / c lies strictly inside (k, k + 1), so rounding cannot carry it across an integer (|a| <
+        2^22). t = trunc(y) (typecast_tile to Int32 and back, exact) is k for y > 0 and k + 1 for y < 0: the result
+        is t - (y < t)."""
+        def quotient():
+            v = self.eval(e.a, out)
+            self.unary(out, "add_unary_tile", v, float_bits(0.5))
+            self.unary(out, "mul_unary_tile", v, float_bits(1.0 / int(e.b.value)))
+            return v
+
+        y, t = quotient(), quotient()
+        _typecast(self.lw, out, t, "Float32", "Int32", self.note)
+        _typecast(self.lw, out, t, "Int32", "Float32", self.note)
+        self.call(out, "sub_binary_tile_init")
+        self.call(out, "sub_binary_tile", y, t)        # y - t < 0 exactly when y < t
+        self.unary(out, "unary_lt_tile", y, float_bits(0.0))
+        self.call(out, "sub_binary_tile_init")
+        self.call(out, "sub_binary_tile", t, y)
+        return t
 
     def index_value(self, e: tirx.BufferLoad, out) -> Dst:
         """A loop variable as a value: the index tile plus this tile's offset (32 per tile row / column)."""

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import tirx
 
+from .. import records
 from ..records import CircularBuffer, put_cbs
 from ..device import TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTUnsupportedError
@@ -540,7 +541,27 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
                 constant=f"index{INDEX_TILES.index(name)}" if name in INDEX_TILES else None,
                 page_size=fmt.tile_bytes, block_tiles=block_tiles, depth_blocks=depth, num_pages=depth * block_tiles,
                 bytes=depth * block_tiles * fmt.tile_bytes)
-        return table
+        return self._widen_float16_intermediates(table)
+
+    def _widen_float16_intermediates(self, table: dict) -> dict:
+        """float16 fragments compute produces and consumes, in a kernel whose DST will hold fp32 (a float32 CB in
+        compute: TensorizeTT's rule), are held as Float32: the 0.81 pack configuration packs an fp32 DST into a
+        Float16 CB through bfloat16, 8 of float16's 11 significant bits (TT_KERNEL_PATTERNS.md 5b), at every
+        update of the fragment. Float32 keeps every bit; where a matmul or the FPU reads it, the unpacker narrows
+        it to FP16 (the kernel has Float16 CBs). Only while the CBs still fit L1."""
+        config = records.compute(self.func)
+        if config is not None and config.fp32_dest_acc is False:
+            return table
+        if not any(e.dtype == "float32" and "compute" in e.producer + e.consumer for e in table.values()):
+            return table
+        wide = TILE_FORMATS["Float32"]
+        widened = {name: e.replace(format=wide.name, page_size=wide.tile_bytes, bytes=e.num_pages * wide.tile_bytes)
+                   for name, e in table.items() if e.role == "intermediate" and e.format == "Float16"
+                   and e.producer == ["compute"] and e.consumer == ["compute"]}
+        out = {**table, **widened}
+        if sum(e.bytes for e in out.values()) > self.device.l1_usable_bytes:
+            return table
+        return out
 
 
 REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}

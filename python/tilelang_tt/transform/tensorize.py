@@ -40,6 +40,21 @@ from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
 from .common import SCALER, is_scalar, strip_cast, visit as walk, TileOps, const_value, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
 
+def index_division(e) -> bool:
+    """``a // c`` of integers by a positive integer constant (``i // 8``: the block of a row in a mask)."""
+    return str(e.dtype).startswith("int") and isinstance(e.b, tirx.IntImm) and int(e.b.value) > 0
+
+
+def expand_floormod(expr):
+    """``a % c`` of integers by a positive constant as ``a - (a // c) * c``, which the SFPU computes exactly."""
+    def post(node):
+        if isinstance(node, tirx.FloorMod) and index_division(node):
+            return node.a - tirx.FloorDiv(node.a, node.b) * node.b
+        return None
+
+    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post, ["tirx.FloorMod"]).value
+
+
 def dst_slots(expr) -> int:
     """DST slots an expression needs when evaluated tile by tile (Sethi-Ullman: an upper bound of what
     AllocateDST assigns)."""
@@ -53,6 +68,8 @@ def dst_slots(expr) -> int:
     select = isinstance(e, tirx.Select) or isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == \
         "tirx.if_then_else"
     operands = [x for x in _operands(e) if select or not is_scalar(x)]
+    if isinstance(e, tirx.FloorDiv):     # the quotient is computed twice (LowerEltwise.floor_div)
+        return dst_slots(e.a) + 1
     if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) in ("tirx.pow", "tl.clamp"):
         operands = operands[:1]
     if not operands:
@@ -193,6 +210,9 @@ class _Tensorizer:
                                              construct=what, source=self.src,
                                              fix=f"supported: + - * /, min/max/clamp, comparisons, T.if_then_else, "
                                                  f"constant powers, {sorted(UNARY_TIR_OPS) + ['tirx.log2']}")
+            elif isinstance(node, tirx.FloorDiv) and not is_scalar(node) and index_division(node):
+                self.fp32_acc = True    # typecast_tile to Int32 and back (LowerEltwise) needs 32-bit DST
+                return
             elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod)) and not is_scalar(node):
                 # integer division of block values (by % 32) is a run-time scalar; of tile values, no TT op
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
@@ -339,6 +359,7 @@ class _Tensorizer:
             return None
 
         expr = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), None, post, ["tirx.BufferLoad"]).value
+        expr = expand_floormod(expr)
         note = f"T.Parallel: {tilelang_text(store)}"
         spills = []
         while dst_slots(expr) > self.cap:      # DST pressure: a subexpression goes to a CB first

@@ -192,13 +192,15 @@ void where_tile(uint32_t dst_cond, uint32_t dst_true, uint32_t dst_false, uint32
 // calculate_typecast_fp32_to_uint8: |x| truncated toward zero (exponents below 0 give 0), negated for x < 0, the
 // low byte of that two's complement value; exponents >= 31 (|x| >= 2^31, Inf, NaN) give 0. Float -> Int32:
 // calculate_typecast_fp32_to_int32: truncated toward zero, saturated (|x| >= 2^31 and Inf give INT_MIN / INT_MAX
-// by sign; NaN by its sign bit, as the mantissa shift leaves it).
+// by sign; NaN by its sign bit, as the mantissa shift leaves it). Int32 -> Float32: calculate_typecast_int32_to_fp32.
 void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line) {
     ComputeState& c = cs(line);
-    const bool from_int = in_fmt == kTypecastUInt8 || in_fmt == kTypecastInt8;
+    const bool from_int32 = in_fmt == kTypecastInt32;
+    const bool from_int = in_fmt == kTypecastUInt8 || in_fmt == kTypecastInt8 || from_int32;
     const bool from_int8 = in_fmt == kTypecastInt8;
     const bool to_int32 = out_fmt == kTypecastInt32;
     const char* op = from_int8 ? "typecast_tile<Int8, float>"
+                     : from_int32 ? "typecast_tile<Int32, float>"
                      : from_int ? "typecast_tile<UInt8, float>"
                                 : to_int32 ? "typecast_tile<float, Int32>" : "typecast_tile<float, UInt8>";
     require_math(c, line, op);
@@ -219,7 +221,9 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
     }
     if (!sim().protocol_only) {
         for (uint32_t i = 0; i < kTileElems; ++i) {
-            if (from_int8) {
+            if (from_int32) {   // calculate_typecast_int32_to_fp32: rounded to fp32 (exact below 2^24)
+                t[i] = static_cast<float>(static_cast<int32_t>(f2u(t[i])));
+            } else if (from_int8) {
                 const int32_t byte = static_cast<int32_t>(f2u(t[i]) & 0xffu);
                 t[i] = static_cast<float>((byte ^ 0x80) - 128);   // -128..127: exact in Float32 and Float16_b
             } else if (from_int) {
