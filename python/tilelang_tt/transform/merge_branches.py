@@ -35,7 +35,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from .common import TileOps, decode_region, prim_func_pass, tile_op_call
+from .common import TileOps, buffer_loads, decode_region, prim_func_pass, tile_op_call
 
 
 def _statements(stmt) -> list:
@@ -142,26 +142,20 @@ def _merged_nests(cond, then: list, other: list) -> list | None:
 
 
 def _written(stmts: list) -> set:
+    """The names of the buffers ``stmts`` store to, copy into or fill."""
     out = set()
 
     def visit(n):
         if isinstance(n, tirx.BufferStore):
-            out.add(n.buffer.data)
+            out.add(n.buffer.name)
         call = tile_op_call(n) if isinstance(n, tirx.Evaluate) else None
         if call is not None and call.op.same_as(TileOps.copy):
-            out.add(decode_region(call.args[1]).buffer.data)
+            out.add(decode_region(call.args[1]).buffer.name)
         elif call is not None and call.op.same_as(TileOps.fill):
-            out.add(decode_region(call.args[0]).buffer.data)
+            out.add(decode_region(call.args[0]).buffer.name)
 
     for s in stmts:
         tirx.stmt_functor.post_order_visit(s, visit)
-    return out
-
-
-def _reads(expr) -> set:
-    out = set()
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: out.add(n.buffer.data)
-                                       if isinstance(n, tirx.BufferLoad) else None)
     return out
 
 
@@ -170,7 +164,7 @@ def merge_branches(func: tirx.PrimFunc) -> tirx.PrimFunc:
         if node.else_case is None:
             return None
         then, other = _statements(node.then_case), _statements(node.else_case)
-        if _reads(node.condition) & _written(then + other):
+        if set(buffer_loads(node.condition)) & _written(then + other):
             return None
         merged = _merged_copies(node.condition, then, other) or _merged_nests(node.condition, then, other)
         if merged is None:
