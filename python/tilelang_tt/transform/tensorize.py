@@ -210,9 +210,9 @@ class _Tensorizer:
                                              construct=what, source=self.src,
                                              fix=f"supported: + - * /, min/max/clamp, comparisons, T.if_then_else, "
                                                  f"constant powers, {sorted(UNARY_TIR_OPS) + ['tirx.log2']}")
-            elif isinstance(node, tirx.FloorDiv) and not is_scalar(node) and index_division(node):
-                self.fp32_acc = True    # typecast_tile to Int32 and back (LowerEltwise) needs 32-bit DST
-                return
+            elif isinstance(node, tirx.FloorDiv) and not is_scalar(node) and index_division(node) and self.fp32_acc:
+                return      # LowerEltwise.floor_div: typecast_tile to Int32 and back needs a 32-bit DST, which the
+                # index tiles' Float32 CBs turn on (with DST 16-bit, the refusal below)
             elif isinstance(node, (tirx.FloorDiv, tirx.FloorMod, tirx.Mod)) and not is_scalar(node):
                 # integer division of block values (by % 32) is a run-time scalar; of tile values, no TT op
                 raise TTUnsupportedError(f"operator {type(node).__name__} in an elementwise body", construct=what,
