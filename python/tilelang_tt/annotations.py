@@ -6,7 +6,8 @@ or ``from tilelang_tt import language as T``, which re-exports all of ``tilelang
     T.annotate_tt_schedule(policy="contiguous", order="row_major", rect=None, stride=None,
                            chunk_k_tiles=None, qk_chunk_tiles=None)
     T.annotate_tt_sharding({A: T.TTShard(axis=0, tiles=("rows", 32), placement="DRAM")})
-    T.annotate_tt_compute(math_fidelity="HiFi2", fp32_dest_acc=True, packer_l1_acc=None, allow_tf32=None)
+    T.annotate_tt_compute(math_fidelity="HiFi2", fp32_dest_acc=True, packer_l1_acc=None, allow_tf32=None,
+                          allow_fp16_reduced=None)
     T.annotate_tt_mesh(axis="y")      # with target "tt -mesh=RxC": the grid axis split across the chips
 
 Both are called inside the ``T.Kernel`` body and attach block attributes that the TT passes read; other
@@ -111,17 +112,21 @@ def annotate_tt_sharding(shards: dict):
 
 
 def annotate_tt_compute(math_fidelity: str | None = None, fp32_dest_acc: bool | None = None,
-                        packer_l1_acc: bool | None = None, allow_tf32: bool | None = None):
+                        packer_l1_acc: bool | None = None, allow_tf32: bool | None = None,
+                        allow_fp16_reduced: bool | None = None):
     """Choose the compute kernel's math fidelity ("LoFi", "HiFi2", "HiFi3", "HiFi4"), whether DST accumulates
     in fp32, whether an accumulator kept in its CB accumulates in the packer (``packer_l1_acc``, default on;
     False reloads it into DST every K step) and whether float32 reductions and elementwise ops may run on the FPU
     with TF32 operands (``allow_tf32``, default off: they take the exact fp32 SFPU path; docs/usage.md
-    "Precision"). None keeps the target option, else the default (``tilelang_tt.compute_config``)."""
+    "Precision") and whether T.gemm may multiply 10 of a float16 in1's 11 significant bits (``allow_fp16_reduced``,
+    default off: Float16OperandsTT splits in1 into two bfloat16 parts, two matmuls). None keeps the target option,
+    else the default (``tilelang_tt.compute_config``)."""
     from .compute_config import check_choice
 
-    check_choice(math_fidelity, fp32_dest_acc, "T.annotate_tt_compute", packer_l1_acc, allow_tf32)
+    check_choice(math_fidelity, fp32_dest_acc, "T.annotate_tt_compute", packer_l1_acc, allow_tf32, allow_fp16_reduced)
     spec = {k: v for k, v in (("math_fidelity", math_fidelity), ("fp32_dest_acc", fp32_dest_acc),
-                              ("packer_l1_acc", packer_l1_acc), ("allow_tf32", allow_tf32)) if v is not None}
+                              ("packer_l1_acc", packer_l1_acc), ("allow_tf32", allow_tf32),
+                              ("allow_fp16_reduced", allow_fp16_reduced)) if v is not None}
     return _sblock_attr({attrs.COMPUTE_ANNOTATION: spec})
 
 

@@ -29,7 +29,8 @@ from .target import MATH_FIDELITIES
 _BLOCK_FLOAT = ("bfp8", "bfp4", "bfloat8_b", "bfloat4_b")
 
 
-def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=None, allow_tf32=None) -> None:
+def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=None, allow_tf32=None,
+                 allow_fp16_reduced=None) -> None:
     if math_fidelity is not None and math_fidelity not in MATH_FIDELITIES:
         raise TTAnnotationError(f"math_fidelity={math_fidelity!r} is not one of {list(MATH_FIDELITIES)}",
                                 construct=f"{construct}(math_fidelity=...)")
@@ -39,9 +40,9 @@ def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=Non
     if packer_l1_acc is not None and not isinstance(packer_l1_acc, bool):
         raise TTAnnotationError(f"packer_l1_acc={packer_l1_acc!r} must be True, False or None",
                                 construct=f"{construct}(packer_l1_acc=...)")
-    if allow_tf32 is not None and not isinstance(allow_tf32, bool):
-        raise TTAnnotationError(f"allow_tf32={allow_tf32!r} must be True, False or None",
-                                construct=f"{construct}(allow_tf32=...)")
+    for name, value in (("allow_tf32", allow_tf32), ("allow_fp16_reduced", allow_fp16_reduced)):
+        if value is not None and not isinstance(value, bool):
+            raise TTAnnotationError(f"{name}={value!r} must be True, False or None", construct=f"{construct}({name}=...)")
 
 
 def ttnn_default_fidelity(input_dtypes: list[str]) -> str:
@@ -69,7 +70,7 @@ def annotation(func: tirx.PrimFunc) -> dict:
     out = {}
     if "math_fidelity" in spec:
         out["math_fidelity"] = str(spec["math_fidelity"])
-    for key in ("fp32_dest_acc", "packer_l1_acc", "allow_tf32"):
+    for key in ("fp32_dest_acc", "packer_l1_acc", "allow_tf32", "allow_fp16_reduced"):
         if key in spec:
             out[key] = bool(spec[key])
     return out
@@ -123,8 +124,10 @@ def resolve(func: tirx.PrimFunc, options) -> dict:
         tf32, tf32_source = bool(options.allow_tf32), "target option"
     if "allow_tf32" in ann:
         tf32, tf32_source = bool(ann["allow_tf32"]), "T.annotate_tt_compute"
+    fp16_reduced = ann.get("allow_fp16_reduced", options.allow_fp16_reduced)
     return {"math_fidelity": fidelity, "fp32_dest_acc": fp32, "math_fidelity_source": source,
-            "packer_l1_acc": l1_acc is not False, "allow_tf32": tf32, "allow_tf32_source": tf32_source}
+            "packer_l1_acc": l1_acc is not False, "allow_tf32": tf32, "allow_tf32_source": tf32_source,
+            "allow_fp16_reduced": bool(fp16_reduced)}
 
 
 # Ops that copy a CB's tile into DST (A2D). For a Float32 CB with UnpackToDestMode::UnpackToDestFp32 the unpacker
@@ -265,10 +268,16 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
         exact = next((f for f in _PHASES if _multiplied_bits(operand == "in1", f) >= o["of"]), None)
         if exact is not None and chosen:
             continue     # the user chose this fidelity over one that multiplies every bit
+        if exact is None and (precision.get("allow_fp16_reduced") or chosen):
+            continue     # the user accepted SrcA's 10 bits (allow_fp16_reduced) or chose a fidelity below HiFi4
         dtype = "float16" if o["format"] == "Float16" else "bfloat16"
         fix = (f"math_fidelity=\"{exact}\" (T.annotate_tt_compute) multiplies all {o['of']}; choosing "
                f"math_fidelity=\"{fidelity}\" accepts this" if exact else
-               "no math fidelity multiplies more: the FPU's SrcA multiplier takes 10 bits (tt-sim computes the same)")
+               "the FPU's SrcA multiplier takes 10 bits at every fidelity (tt-sim computes the same); "
+               + (f"splitting in1 into two matmuls does not fit ({precision['float16_in1_reason']}): use smaller "
+                  "blocks for every bit, or " if precision.get("float16_in1") == "unsplit" else
+                  "accumulate in a float32 fragment and Float16OperandsTT multiplies every bit (two matmuls), or ")
+               + "allow_fp16_reduced=True (T.annotate_tt_compute) accepts this")
         out.append(f"T.gemm multiplies {o['bits']} of the {o['of']} significant bits of its {dtype} {operand} at "
                    f"{fidelity}: relative error up to 2^-{o['bits'] - 1} per product; {fix}")
     if precision.get("float16_pack") == "bf16":
@@ -318,6 +327,13 @@ def precision(program, fp32_acc: bool, resolved) -> dict:
            "dst": "fp32" if fp32_acc else "16-bit"}
     if fp16_pack:
         out["float16_pack"] = "bf16"
+    if resolved.fp16_in1_split:      # Float16OperandsTT: every bit of a float16 in1 multiplied, in two matmuls
+        out["float16_in1"] = "split"
+    elif resolved.fp16_in1_unsplit:  # the split would not fit: in1 keeps 10 bits, warned with the reason
+        out["float16_in1"] = "unsplit"
+        out["float16_in1_reason"] = resolved.fp16_in1_unsplit
+    elif resolved.allow_fp16_reduced:
+        out["allow_fp16_reduced"] = True
     operands = _matmul_operands(body, program, src, resolved.math_fidelity)
     if operands:
         out["matmul_operands"] = operands

@@ -4,7 +4,7 @@ TIR passes (``lower_module``):
 
     BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> MergeBranchesTT
                -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
-               -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT
+               -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> Float16OperandsTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
@@ -76,6 +76,7 @@ from .transform.merge_branches import merge_branches
 from .transform.row_stream import row_stream
 from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
+from .transform.float16_operands import float16_operands
 from .transform.split_kernels import split_kernels
 from .transform.stream_bands import stream_bands
 from .transform.super_block import super_block
@@ -90,8 +91,9 @@ DEVICE_KERNEL_LAUNCH = 2   # tvm CallingConv.DEVICE_KERNEL_LAUNCH: routes the fu
 CANDIDATE_FROM = "GridToPersistentTT"   # lower_candidate runs the passes from this one on
 
 
-def passes(options: TTOptions):
-    """(name, PrimFunc -> PrimFunc) in pipeline order.
+def passes(options: TTOptions, candidate: bool = False):
+    """(name, PrimFunc -> PrimFunc) in pipeline order (``candidate``: for ``lower_candidate``, whose caller
+    judges whether the candidate fits: Float16OperandsTT splits without lowering a trial of its own).
 
     The pipeline calls the pass functions directly rather than through TVM's pass manager, so that a
     TTError raised inside a pass reaches the user as itself (TVM's FFI would turn it into RuntimeError).
@@ -113,6 +115,8 @@ def passes(options: TTOptions):
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
         ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x, dev.l1_usable_bytes)),
         ("TilePadTT", tile_pad),
+        ("Float16OperandsTT", float16_operands if candidate else
+         lambda f: float16_operands(f, lambda g: lower_candidate(g, options, program=True, start="MemorySpaceLowerTT"))),
         ("MemorySpaceLowerTT", lambda f: memory_space_lower(f, dev)),
     ]
     if options.tensorize:
@@ -122,15 +126,15 @@ def passes(options: TTOptions):
     return seq
 
 
-def lower_candidate(func, options: TTOptions, program: bool = False):
+def lower_candidate(func, options: TTOptions, program: bool = False, start: str = CANDIDATE_FROM):
     """One candidate of a pass that chooses among several (SDPAFusionTT's K/V chunk, SuperBlockTT's fusion factor),
-    lowered through the passes from CANDIDATE_FROM on and, with ``program``, built into its verified TT program: it
+    lowered through the passes from ``start`` (CANDIDATE_FROM) on and, with ``program``, built into its verified TT program: it
     raises the TTError the lowering raises (StreamBandsTT's TTResourceError when the CBs do not fit L1). The pipeline
     hands it to those passes, which never import the pipeline or the codegen; the result is thrown away (the chosen
     candidate is lowered again as the kernel, with its own names)."""
-    seq = passes(options)
-    start = next(i for i, (name, _) in enumerate(seq) if name == CANDIDATE_FROM)
-    for _, fn in seq[start:]:
+    seq = passes(options, candidate=True)
+    first = next(i for i, (name, _) in enumerate(seq) if name == start)
+    for _, fn in seq[first:]:
         func = fn(func)
     if program and records.compute(func) is not None and options.tensorize:
         build_program(func, KernelContext(func, options), options)

@@ -159,10 +159,13 @@ class Sequence(_Record):
 class Compute(_Record):
     """The compute kernel's configuration, resolved once from ``T.annotate_tt_compute`` > target option > ttnn's
     default (``compute_config.resolve``): math fidelity, fp32 DST accumulation (None until TensorizeTT decides it
-    from the data), packer L1 accumulation, TF32 operands, and who chose the fidelity and TF32."""
+    from the data), packer L1 accumulation, TF32 operands, and who chose the fidelity and TF32;
+    ``allow_fp16_reduced``: T.gemm may multiply 10 of a float16 in1's 11 bits (else Float16OperandsTT splits it);
+    ``fp16_in1_split``: the in1 buffers Float16OperandsTT split (absent when none); ``fp16_in1_unsplit``: why it
+    left a kernel that needed the split unsplit (the split does not fit)."""
     _fields = ("math_fidelity", "fp32_dest_acc", "math_fidelity_source", "packer_l1_acc", "allow_tf32",
-               "allow_tf32_source")
-    _optional = ("fp32_dest_acc",)
+               "allow_tf32_source", "allow_fp16_reduced", "fp16_in1_split", "fp16_in1_unsplit")
+    _optional = ("fp32_dest_acc", "fp16_in1_split", "fp16_in1_unsplit")
 
 
 class CircularBuffer(_Record):

@@ -37,6 +37,7 @@ class TTOptions:
     multicast: bool | None = None         # T.annotate_tt_schedule(multicast=...) for kernels that do not say
     packer_l1_acc: bool | None = None     # None/True: CB-resident accumulators accumulate in the packer; False: reload
     allow_tf32: bool | None = None        # True: float32 reductions / elementwise on the FPU (TF32 operands, faster)
+    allow_fp16_reduced: bool | None = None   # True: T.gemm multiplies 10 of a float16 in1's 11 bits (one matmul)
     mesh: tuple[int, int] | None = None   # (rows, cols) of chips: one kernel split over a mesh (MeshSplitTT)
     extra: dict = field(default_factory=dict)
 
@@ -56,6 +57,8 @@ class TTOptions:
         out = {"arch": self.arch, "max_cores": self.max_cores, "compile_only": self.compile_only,
                "tensorize": self.tensorize, "math_fidelity": self.math_fidelity, "fp32_dest_acc": self.fp32_dest_acc,
                "multicast": self.multicast, "packer_l1_acc": self.packer_l1_acc, "allow_tf32": self.allow_tf32}
+        if self.allow_fp16_reduced is not None:   # absent by default: default targets keep their cache keys
+            out["allow_fp16_reduced"] = self.allow_fp16_reduced
         if self.mesh is not None:     # absent on one chip: a one-chip target (its cache keys, its IR) is unchanged
             out["mesh"] = mesh_text(self.mesh)
         return out
@@ -109,7 +112,8 @@ def _coerce(name: str, value) -> object:
             raise TTTargetError(f"max_cores must be a positive integer, got {value!r}",
                                 construct="target option 'max_cores'", fix="e.g. max_cores=16")
         return n
-    if name in ("compile_only", "tensorize", "fp32_dest_acc", "multicast", "packer_l1_acc", "allow_tf32"):
+    if name in ("compile_only", "tensorize", "fp32_dest_acc", "multicast", "packer_l1_acc", "allow_tf32",
+                "allow_fp16_reduced"):
         if isinstance(value, bool):
             return value
         text = str(value).lower()
@@ -127,7 +131,7 @@ def _coerce(name: str, value) -> object:
         return value
     raise TTTargetError(f"unknown option {name!r}", construct="tt target",
                         fix="options are arch, max_cores, compile_only, tensorize, math_fidelity, fp32_dest_acc, "
-                            "multicast, packer_l1_acc, allow_tf32, mesh")
+                            "multicast, packer_l1_acc, allow_tf32, allow_fp16_reduced, mesh")
 
 
 def make_options(**kwargs) -> TTOptions:

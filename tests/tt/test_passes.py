@@ -1,10 +1,11 @@
 """The IR after each TT pass, for the GEMM and the elementwise kernel: structure and attributes."""
 
+import pytest
 import tvm
 from tvm import tirx
 
 from examples import kernels as K
-from tilelang_tt import attrs, records
+from tilelang_tt import attrs, compute_config, records
 from tilelang_tt.intrinsics import TTOps
 from tilelang_tt.pipeline import passes
 from tilelang_tt.target import make_options
@@ -14,7 +15,7 @@ def _stages(func, **options):
     opts = make_options(**options)
     mod = tvm.IRModule({"main": func})
     out = {}
-    func = mod["main"]
+    func = records.put_compute(mod["main"], records.Compute(**compute_config.resolve(mod["main"], opts)))
     for name, fn in passes(opts):
         func = fn(func)
         out[name] = func
@@ -110,9 +111,28 @@ def test_dump_ir_env(tmp_path, monkeypatch):
                      "04_PredicateParallelTT.py", "05_ParallelFissionTT.py", "06_ColumnReadsTT.py",
                      "07_InterleavedColumnsTT.py", "08_UnpackWeightsTT.py", "09_SDPAFusionTT.py", "10_SuperBlockTT.py",
                      "11_RowStreamTT.py", "12_GridToPersistentTT.py", "13_TTShardToCoreMap.py", "14_TilePadTT.py",
-                     "15_MemorySpaceLowerTT.py", "16_TensorizeTT.py", "17_EliminateDeadValuesTT.py",
-                     "18_StreamBandsTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "16_TensorizeTT.py").read_text()
+                     "15_Float16OperandsTT.py", "16_MemorySpaceLowerTT.py", "17_TensorizeTT.py",
+                     "18_EliminateDeadValuesTT.py", "19_StreamBandsTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "17_TensorizeTT.py").read_text()
+
+
+def _gemm_in1s(func) -> list:
+    calls = _collect(func, lambda n: isinstance(n, tirx.Call) and n.op.name == "tl.tileop.gemm")
+    return [(c.args[1].args[0].buffer.name, str(c.args[1].args[0].buffer.dtype), bool(c.args[9])) for c in calls]
+
+
+@pytest.mark.parametrize("dtype,options,want", [
+    ("float16", {}, [("B_shared_hi", "bfloat16", False), ("B_shared_lo", "bfloat16", False)]),
+    ("float16", {"allow_fp16_reduced": True}, [("B_shared", "float16", False)]),
+    ("float16", {"math_fidelity": "HiFi2"}, [("B_shared", "float16", False)]),
+    ("bfloat16", {}, [("B_shared", "bfloat16", False)])])
+def test_float16_in1_is_split_into_two_gemms(dtype, options, want):
+    """Float16OperandsTT: a float16 in1 at HiFi4 becomes two gemms on its bfloat16 parts, the second accumulating;
+    an accepted 10-bit in1, a fidelity the user lowered and a bfloat16 in1 are left alone."""
+    st = _stages(K.tilelang_example_gemm(128, 128, 64, dtype=dtype), **options)
+    assert _gemm_in1s(st["Float16OperandsTT"]) == want
+    split = records.compute(st["Float16OperandsTT"]).fp16_in1_split
+    assert split == (["B_shared"] if len(want) == 2 else None)
 
 
 def test_passes_also_run_under_tvm_pass_manager():

@@ -13,6 +13,7 @@ from .predicate_parallel import PredicateParallelTT
 from .row_stream import RowStreamTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
+from .float16_operands import Float16OperandsTT
 from .stream_bands import StreamBandsTT
 from .super_block import SuperBlockTT
 from .tensorize import TensorizeTT
@@ -20,5 +21,6 @@ from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
 __all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
-           "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "MemorySpaceLowerTT", "TensorizeTT",
+           "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "Float16OperandsTT",
+           "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

@@ -47,7 +47,7 @@ from tvm import tirx
 from .. import records
 from ..records import CircularBuffer, put_cbs
 from ..device import TILE_FORMATS, DeviceProfile
-from ..errors import TTLoweringError, TTUnsupportedError
+from ..errors import TTLoweringError, TTResourceError, TTUnsupportedError
 from ..formats import tile_format
 from ..intrinsics import TTOps, call
 from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load, is_global,
@@ -498,7 +498,7 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
             if index not in used:
                 used.add(index)
                 return index
-        raise TTUnsupportedError(f"more than {self.device.num_cbs} circular buffers are needed",
+        raise TTResourceError(f"more than {self.device.num_cbs} circular buffers are needed",
                                  construct="tile buffers", source=self.src,
                                  fix=f"{self.device.arch} has {self.device.num_cbs} CBs; use fewer tile buffers")
 
