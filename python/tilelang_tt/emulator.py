@@ -89,14 +89,48 @@ def build_host(artifact_dir: Path) -> Path:
             return exe
         logger.warning("tilelang-tt: %s %s; rebuilding", exe, "has no recorded hash" if recorded is None else
                        "does not match the hash recorded when it was built (damaged)")
-    cmd = [cxx, *flags, f"-I{inst.include}", "-x", "c++", str(host_cpp), "-o", "{out}",
-           f"-L{inst.lib}", "-ltt_sim", f"-Wl,-rpath,{inst.lib}"]
+    pch = _host_pch(source, inst, cxx, flags)
+    cmd = [cxx, *flags, f"-I{inst.include}", *(["-include", str(pch)] if pch else []), "-x", "c++", str(host_cpp),
+           "-o", "{out}", f"-L{inst.lib}", "-ltt_sim", f"-Wl,-rpath,{inst.lib}"]
     try:
         _build_recorded(cmd, exe)
     except OSError as err:
         raise TTSimError(f"cannot write the emulator build {exe}: {err.strerror or err}", construct="emulator",
                          fix="free space or point $TILELANG_TT_CACHE_DIR at a writable directory") from None
     return exe
+
+
+def _host_pch(source: str, inst, cxx: str, flags: list[str]) -> Path | None:
+    """A precompiled header of the host program's includes (the C++ library and tt-sim's host API: about a third of
+    a host build), built once per include list, tt-sim install and flags. GCC uses ``<header>.gch`` only when it
+    was built with the same flags and otherwise reads the header itself; None when it cannot be built."""
+    text = "".join(line + "\n" for line in source.splitlines() if line.startswith("#include <"))
+    if not text:
+        return None
+    key = hashlib.sha256("\0".join([text, inst.headers_hash, str(inst.include), cxx, *flags]).encode()).hexdigest()[:20]
+    header = cache_root() / "sim-pch" / key / "tt_sim_host.hpp"
+    gch, failed = header.with_name(header.name + ".gch"), header.with_name(header.name + ".failed")
+    if gch.is_file() and header.is_file():
+        return header
+    if failed.is_file():       # built once without success: compile the hosts without it
+        return None
+    try:
+        header.parent.mkdir(parents=True, exist_ok=True)
+        unique = f"{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:8]}"
+        tmp_header = header.with_name(f"{header.name}.tmp.{unique}")
+        tmp_header.write_text(text)
+        os.replace(tmp_header, header)
+        tmp = gch.with_name(f"{gch.name}.tmp.{unique}")
+        proc = subprocess.run([cxx, *flags, f"-I{inst.include}", "-x", "c++-header", str(header), "-o", str(tmp)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            failed.write_text(proc.stderr[-4000:])
+            return None
+        os.replace(tmp, gch)
+    except OSError:
+        return None
+    return header
 
 
 def _sha256_file(path: Path) -> str:

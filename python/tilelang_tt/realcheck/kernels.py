@@ -11,11 +11,13 @@ the host program passes (TensorAccessorArgs expanded exactly as the host compute
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +181,27 @@ def units(plan: dict, artifact: Path, work: Path) -> list[tuple[str, str, Path, 
     return out
 
 
+# Translation units this process has compiled, by fingerprint: (ok, compiler output). Artifacts of a test session
+# share many kernels (the same TileLang kernel compiled for each test that runs it); a unit with the same flags,
+# JIT files, kernel source and local headers compiles the same way, so it is compiled once.
+_COMPILED: dict[str, tuple[bool, str]] = {}
+_COMPILED_LOCK = threading.Lock()
+
+
+def _fingerprint(argv: list[str], cwd: Path, work: Path, source: Path) -> str:
+    """What a unit's compile depends on besides the SDK: its flags (the scratch directory abstracted), the JIT files
+    written for it (the kernel's path abstracted), the kernel source and the headers beside it."""
+    h = hashlib.sha256()
+    for a in argv:
+        h.update(a.replace(str(work), "<work>").encode() + b"\0")
+    for f in sorted(p for p in cwd.parent.iterdir() if p.is_file()):
+        h.update(f.name.encode() + b"\0" + f.read_text().replace(str(source), "<kernel>").encode() + b"\0")
+    h.update(source.read_bytes())
+    for f in sorted(source.parent.glob("*.h")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def check_kernels(plan: dict, artifact: Path, jobs: int | None = None) -> list[TUResult]:
     import time
 
@@ -189,8 +212,15 @@ def check_kernels(plan: dict, artifact: Path, jobs: int | None = None) -> list[T
         def run(unit):
             kernel, name, cwd, argv = unit
             cwd.mkdir(parents=True, exist_ok=True)
+            key = _fingerprint(argv, cwd, Path(tmp), (Path(artifact) / kernel).resolve())
+            with _COMPILED_LOCK:
+                done = _COMPILED.get(key)
+            if done is not None:
+                return TUResult(kernel, name, done[0], 0.0, done[1])
             t0 = time.perf_counter()
             proc = subprocess.run(prefix + argv, cwd=cwd, capture_output=True, text=True)
+            with _COMPILED_LOCK:
+                _COMPILED[key] = (proc.returncode == 0, proc.stdout + proc.stderr)
             return TUResult(kernel, name, proc.returncode == 0, time.perf_counter() - t0, proc.stdout + proc.stderr)
 
         with ThreadPoolExecutor(max_workers=jobs or max(2, os.cpu_count() or 2)) as pool:
