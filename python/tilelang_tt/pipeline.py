@@ -4,7 +4,7 @@ TIR passes (``lower_module``):
 
     BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> MergeBranchesTT
                -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
-               -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> Float16OperandsTT
+               -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> StoreCopiesTT -> Float16OperandsTT
                -> MemorySpaceLowerTT
                -> TensorizeTT (unless the target says tensorize=false) -> EliminateDeadValuesTT -> StreamBandsTT
                -> mark as device kernel
@@ -78,6 +78,7 @@ from .transform.sdpa_fusion import sdpa_fusion
 from .transform.shard_to_core_map import shard_to_core_map
 from .transform.float16_operands import float16_operands
 from .transform.split_kernels import split_kernels
+from .transform.store_copies import store_copies
 from .transform.stream_bands import stream_bands
 from .transform.super_block import super_block
 from .transform.tensorize import tensorize
@@ -115,6 +116,7 @@ def passes(options: TTOptions, candidate: bool = False):
         ("GridToPersistentTT", lambda f: grid_to_persistent(f, options)),
         ("TTShardToCoreMap", lambda f: shard_to_core_map(f, dev.grid_x, dev.l1_usable_bytes)),
         ("TilePadTT", tile_pad),
+        ("StoreCopiesTT", store_copies),
         ("Float16OperandsTT", float16_operands if candidate else
          lambda f: float16_operands(f, lambda g: lower_candidate(g, options, program=True, start="MemorySpaceLowerTT"))),
         ("MemorySpaceLowerTT", lambda f: memory_space_lower(f, dev)),

@@ -111,9 +111,9 @@ def test_dump_ir_env(tmp_path, monkeypatch):
                      "04_PredicateParallelTT.py", "05_ParallelFissionTT.py", "06_ColumnReadsTT.py",
                      "07_InterleavedColumnsTT.py", "08_UnpackWeightsTT.py", "09_SDPAFusionTT.py", "10_SuperBlockTT.py",
                      "11_RowStreamTT.py", "12_GridToPersistentTT.py", "13_TTShardToCoreMap.py", "14_TilePadTT.py",
-                     "15_Float16OperandsTT.py", "16_MemorySpaceLowerTT.py", "17_TensorizeTT.py",
-                     "18_EliminateDeadValuesTT.py", "19_StreamBandsTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "17_TensorizeTT.py").read_text()
+                     "15_StoreCopiesTT.py", "16_Float16OperandsTT.py", "17_MemorySpaceLowerTT.py",
+                     "18_TensorizeTT.py", "19_EliminateDeadValuesTT.py", "20_StreamBandsTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "18_TensorizeTT.py").read_text()
 
 
 def _gemm_in1s(func) -> list:

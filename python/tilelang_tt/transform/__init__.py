@@ -14,6 +14,7 @@ from .row_stream import RowStreamTT
 from .sdpa_fusion import SDPAFusionTT
 from .shard_to_core_map import TTShardToCoreMap
 from .float16_operands import Float16OperandsTT
+from .store_copies import StoreCopiesTT
 from .stream_bands import StreamBandsTT
 from .super_block import SuperBlockTT
 from .tensorize import TensorizeTT
@@ -21,6 +22,6 @@ from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
 __all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
-           "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "Float16OperandsTT",
+           "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "StoreCopiesTT", "Float16OperandsTT",
            "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

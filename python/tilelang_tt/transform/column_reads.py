@@ -28,7 +28,7 @@ from tvm import tirx
 
 from ..device import TILE
 from .common import (SCOPE_FRAGMENT, ParallelNestRewriter, TileOps, decode_region, is_global, prim_func_pass,
-                     region_call, uses_var)
+                     region_call, rewrite_kernel_blocks, uses_var)
 
 
 class _Column:
@@ -152,18 +152,7 @@ class _Rewriter(ParallelNestRewriter):
 
 
 def column_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    def post(node: tirx.SBlock):
-        if not node.alloc_buffers:     # the kernel's block holds its tile buffers; the new ones join them
-            return None
-        rewriter = _Rewriter()
-        body = rewriter.stmt(node.body)
-        if not rewriter.allocs:
-            return None
-        return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, body, node.init,
-                           list(node.alloc_buffers) + rewriter.allocs, node.match_buffers, node.annotations)
-
-    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SBlock"])
-    return func if body.same_as(func.body) else func.with_body(body)
+    return rewrite_kernel_blocks(func, _Rewriter)     # the kernel's block holds its tile buffers; the new ones join
 
 
 def ColumnReadsTT():

@@ -394,6 +394,23 @@ class ParallelNestRewriter:
         return list(s.seq) if isinstance(s, tirx.SeqStmt) else [s]
 
 
+def rewrite_kernel_blocks(func: tirx.PrimFunc, make_rewriter) -> tirx.PrimFunc:
+    """``func`` with the body of each block that allocates tile buffers (the kernel's block) rewritten by a fresh
+    ``make_rewriter()``'s ``stmt``; the buffers the rewriter adds (``allocs``) join the block's."""
+    def post(node: tirx.SBlock):
+        if not node.alloc_buffers:
+            return None
+        rewriter = make_rewriter()
+        body = rewriter.stmt(node.body)
+        if not rewriter.allocs:
+            return None
+        return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, body, node.init,
+                           list(node.alloc_buffers) + rewriter.allocs, node.match_buffers, node.annotations)
+
+    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SBlock"])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def region_call(buf: tirx.Buffer, mins, extents, access: int) -> tirx.Call:
     """A ``tl.region`` of ``buf`` (``access``: 1 read, 2 write, 3 read-write), as the frontend writes one."""
     return tirx.Call("handle", TileOps.region, [tirx.BufferLoad(buf, list(mins)), tirx.IntImm("int32", access),

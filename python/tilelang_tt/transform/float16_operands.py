@@ -49,7 +49,7 @@ from tvm import tirx
 from .. import records
 from ..errors import TTResourceError
 from .common import (SCOPE_FRAGMENT, ParallelNestRewriter, TileOps, decode_region, prim_func_pass, region_call,
-                     tile_op_call)
+                     rewrite_kernel_blocks, tile_op_call)
 
 _A, _B, _C, _CLEAR = 0, 1, 2, 9     # T.gemm's slots: A, B, C, transpose_A, transpose_B, M, N, K, policy, clear_accum, ...
 
@@ -151,24 +151,15 @@ def _read_in_parallel(func) -> set:
 
 def _rewritten(func, config, taken: set, updated: set, split_in1: bool):
     """(the kernel with its T.gemm operands rewritten, the in1 buffers split)."""
-    split: list = []
+    rewriters: list = []
     taken = set(taken)
 
-    def post(node: tirx.SBlock):
-        if not node.alloc_buffers:     # the kernel's block holds its tile buffers; the new ones join them
-            return None
-        rewriter = _Splitter(taken, updated, split_in1)
-        body = rewriter.stmt(node.body)
-        if not rewriter.allocs:
-            return None
-        split.extend(rewriter.split)
-        return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint, body, node.init,
-                           list(node.alloc_buffers) + rewriter.allocs, node.match_buffers, node.annotations)
+    def make():
+        rewriters.append(_Splitter(taken, updated, split_in1))
+        return rewriters[-1]
 
-    body = tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SBlock"])
-    if body.same_as(func.body):
-        return func, []
-    out = func.with_body(body)
+    out = rewrite_kernel_blocks(func, make)
+    split = [name for r in rewriters for name in r.split]
     return (_with(out, config, fp16_in1_split=sorted(set(split))) if split else out), split
 
 
