@@ -280,3 +280,32 @@ def test_scalar_parameters_that_do_not_fit_a_runtime_argument():
     with pytest.raises(TTCallError, match=r"8589934592 does not fit the 32-bit runtime argument that carries the int64 "
                                           r"scalar parameter"):      # the emulator's own check, for callers past it
         emulator._scalar_bits(2 ** 33, "int64")
+
+
+def gate_by_last_element():
+    """GDN's backward pass binds one element of a gate vector (``G_last = G_shared[block_S - 1]``) and uses it in
+    T.Parallel nests: element 40 of a 64-element vector sits in the vector's second tile."""
+    @T.prim_func
+    def k(G: T.Tensor((128,), "float32"), X: T.Tensor((128, 64), "float32"), Y: T.Tensor((128, 64), "float32")):
+        with T.Kernel(2, threads=128) as (bx,):
+            g = T.alloc_shared((64,), "float32")
+            x = T.alloc_fragment((64, 64), "float32")
+            T.copy(G[bx * 64], g)
+            T.copy(X[bx * 64, 0], x)
+            last = g[40]
+            for i, j in T.Parallel(64, 64):
+                x[i, j] = x[i, j] * T.exp(last - g[i])
+            T.copy(x, Y[bx * 64, 0])
+
+    return k
+
+
+def test_an_element_of_a_tile_buffer_bound_to_a_name_is_broadcast():
+    """``last = g[40]`` is substituted where it is used (InlineIndexLetsTT: nothing writes ``g`` after it) and the
+    element is picked out of ``g`` into a 1x1 line (masked, summed over the rows: exact) that the nest broadcasts."""
+    torch.manual_seed(4)
+    g, x, y = torch.randn(128), torch.randn(128, 64), torch.empty(128, 64)
+    tilelang.compile(gate_by_last_element(), target="tt")(g, x, y)
+    blocks = g.view(2, 64)
+    want = (x.view(2, 64, 64) * torch.exp(blocks[:, 40:41] - blocks)[:, :, None]).reshape(128, 64)
+    torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)

@@ -9,8 +9,11 @@ Out: region extents that simplify to constants are those constants (``H1 - H0`` 
      ``Bind(var, value)`` of an integer ``var`` whose ``value`` is index arithmetic -- of variables, and of
      elements of integer tensors the kernel only reads (``e = expert_ids[by]``) -- is removed and ``var`` is
      replaced by ``value`` in the statements after it in its sequence; so is a float ``var`` bound to arithmetic of
-     elements of tensors the kernel only reads (``slope = Slopes[by]``: a scalar operand where it is used).
-     Float bindings of constants (``inv_D = 1.0 / D``) and values read from buffers the kernel writes are kept.
+     elements of tensors the kernel only reads (``slope = Slopes[by]``: a scalar operand where it is used), and
+     one bound to arithmetic of tile-buffer elements at constant indices that no later statement of its sequence
+     writes (GDN's ``G_last = G_shared[block_S - 1]``: an element broadcast where it is used).
+     Float bindings of constants (``inv_D = 1.0 / D``) and other values read from buffers the kernel writes are
+     kept.
 Attributes written: none.
 Errors: none.
 """
@@ -60,25 +63,56 @@ def _read_only_tensors(func: tirx.PrimFunc) -> set:
     return {b.data for b in func.buffer_map.values() if b.data not in stored}
 
 
+def _written(stmts) -> set:
+    """The data vars of the buffers ``stmts`` store to or write through a tile-op region."""
+    out: set = set()
+
+    def visit(n):
+        if isinstance(n, tirx.BufferStore):
+            out.add(n.buffer.data)
+        elif is_call_to(n, TileOps.region) and int(n.args[1]) != 1:
+            out.add(n.args[0].buffer.data)
+
+    for s in stmts:
+        tirx.stmt_functor.post_order_visit(s, visit)
+    return out
+
+
+def _tile_elements(expr, read_only: set, later: list) -> bool:
+    """Arithmetic of elements of tile buffers at constant indices (and of read-only tensors) that ``later`` does not
+    write: the value is the same wherever in ``later`` it is read."""
+    tiles, bad = [], []
+
+    def visit(n):
+        if isinstance(n, tirx.BufferLoad) and n.buffer.data not in read_only:
+            (tiles if all(isinstance(i, tirx.IntImm) for i in n.indices) else bad).append(n.buffer.data)
+
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), visit)
+    return bool(tiles) and not bad and not (set(tiles) & _written(later))
+
+
 def inline_index_lets(func: tirx.PrimFunc) -> tirx.PrimFunc:
     read_only = _read_only_tensors(func)
     index_tensors = read_only & {b.data for b in func.buffer_map.values() if str(b.dtype).startswith(("int", "uint"))}
 
-    def inlinable(stmt) -> bool:
+    def inlinable(stmt, later) -> bool:
         if not isinstance(stmt, tirx.Bind):
             return False
         if stmt.var.dtype.startswith(("int", "uint")):
             return _index_arithmetic(stmt.value, index_tensors)
         # a block scalar read from a tensor (slope = Slopes[by]): where it is used it becomes a scalar operand
-        return has_load(stmt.value) and _index_arithmetic(stmt.value, read_only)
+        if has_load(stmt.value) and _index_arithmetic(stmt.value, read_only):
+            return True
+        return _tile_elements(stmt.value, read_only, later)
 
     def post(node):
-        if not any(inlinable(s) for s in node.seq):
+        seq = list(node.seq)
+        if not any(inlinable(s, seq[i + 1:]) for i, s in enumerate(seq)):
             return None
         out, vmap = [], {}
-        for s in node.seq:
+        for i, s in enumerate(seq):
             s = tirx.stmt_functor.substitute(s, vmap) if vmap else s
-            if inlinable(s):
+            if inlinable(s, seq[i + 1:]):
                 vmap[s.var] = s.value
                 continue
             out.append(s)
