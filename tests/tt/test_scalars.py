@@ -309,3 +309,23 @@ def test_an_element_of_a_tile_buffer_bound_to_a_name_is_broadcast():
     blocks = g.view(2, 64)
     want = (x.view(2, 64, 64) * torch.exp(blocks[:, 40:41] - blocks)[:, :, None]).reshape(128, 64)
     torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_block_value_bound_to_a_name_is_refused_as_what_it_is():
+    """``top = m[bx]`` (an element at a block-dependent place) stays a name the compute kernel would need a float
+    register for: the refusal says so, not that it is a kernel parameter."""
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, threads=128) as (bx,):
+            x = T.alloc_fragment((32, 64), "float32")
+            m = T.alloc_fragment((32,), "float32")
+            T.copy(X[bx * 32, 0], x)
+            T.reduce_max(x, m, dim=1)
+            top = m[bx]
+            for i, j in T.Parallel(32, 64):
+                x[i, j] = x[i, j] - top
+            T.copy(x, Y[bx * 32, 0])
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)top, a float value the kernel body computes at block level, "
+                       r"is used in an elementwise body.*fix: read it in the T.Parallel from a tensor element"):
+        tilelang.compile(k, target="tt")

@@ -220,9 +220,12 @@ class _Tensorizer:
                                                               "and selects")
             elif isinstance(node, tirx.Var) and node.dtype.startswith(("float", "bfloat")) and \
                     not any(node.same_as(p) for p in self.func.params):
-                raise TTUnsupportedError(f"scalar kernel parameter {node.name} in an elementwise body",
-                                         construct=what, source=self.src,
-                                         fix="pass the value as a constant (a Python number) or as a 1-element tensor")
+                raise TTUnsupportedError(f"{node.name}, a float value the kernel body computes at block level, is "
+                                         "used in an elementwise body: the compute kernel has no float registers for "
+                                         "block values", construct=what, source=self.src,
+                                         fix="read it in the T.Parallel from a tensor element or from a tile-buffer "
+                                             "element at a constant place, or compute it into a fragment (T.Parallel, "
+                                             "T.reduce) and index that fragment in the nest")
 
         walk(tirx.Evaluate(expr), visit)
         need = dst_slots(expr)
