@@ -23,6 +23,9 @@ KNOWN_CORRECT = (
     "flash_decoding/test_example_flash_decoding.py::test_example_example_mha_inference",
     # an attention backward pass: dQ accumulated with T.atomic_add (partial slices summed by a second launch)
     "flash_attention/test_example_flash_attention.py::test_example_mha_bwd_bhsd",
+    # a float16 GEMM at rtol = atol = 1e-2: in1 split into bfloat16 parts (SrcA multiplies 10 of fp16's 11 bits; with
+    # one matmul 4 of its 16384 elements miss)
+    "visual_layout_inference/visual_layout_inference.py",
 )
 
 KERNEL = '''
