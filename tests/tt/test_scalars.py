@@ -199,7 +199,8 @@ def test_expert_found_by_a_scalar_loop(arch):
     assert ((y.double() - ref).abs() <= bound).all(), ((y.double() - ref).abs() - bound).max()
 
 
-def test_scalar_refusals():
+def running_scale():
+    """A scalar local carried from one iteration of a tile loop into the next (a running sum next to T.copy)."""
     @T.prim_func
     def carried(A: T.Tensor((32, 128), "float32"), S: T.Tensor((4,), "float32"), C: T.Tensor((32, 128), "float32")):
         with T.Kernel(1, threads=128) as bx:
@@ -212,11 +213,24 @@ def test_scalar_refusals():
                 for i, j in T.Parallel(32, 32):
                     C[bx * 32 + i, k * 32 + j] = a_s[i, j] * s
 
-    with pytest.raises(TTUnsupportedError, match=r"(?s)scalar local s has no value here: s is carried from one "
-                                                 r"iteration of a loop that also moves tiles into the next.*"
-                                                 r"fix: keep a running value in a T.alloc_fragment"):
-        tilelang.compile(carried, target="tt")
+    return carried
 
+
+def test_a_scalar_carried_across_a_tile_loop_becomes_a_one_element_fragment():
+    """ForwardScalarsTT cannot give ``s`` one expression per iteration (its value comes from the iteration before,
+    next to a T.copy): it becomes a one-element fragment the compute kernel updates; C is A times the running sum
+    of S, exactly."""
+    torch.manual_seed(6)
+    a, s, c = torch.randn(32, 128), torch.randn(4), torch.empty(32, 128)
+    tilelang.compile(running_scale(), target="tt")(a, s, c)
+    running, sums = torch.zeros((), dtype=torch.float32), []
+    for k in range(4):                      # float32 additions in the kernel's order
+        running = running + s[k]
+        sums.append(running)
+    torch.testing.assert_close(c, a * torch.stack(sums).repeat_interleave(32)[None, :], rtol=0, atol=0)
+
+
+def test_scalar_refusals():
     @T.prim_func
     def unset(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, threads=128) as bx:

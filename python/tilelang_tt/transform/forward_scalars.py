@@ -16,13 +16,14 @@ Out: every buffer of scope ``local`` / ``local.var`` with at most MAX_ELEMS elem
      * a loop whose body only stores scalar locals (``for i in range(n)``, constant ``n`` <= MAX_UNROLL) is unrolled
        symbolically; an ``if`` that only stores scalar locals becomes ``T.if_then_else`` on each stored value;
      * in any other loop, a scalar stored before it is read in the body (per iteration) is forwarded inside the
-       body; after the loop it holds its last iteration's value (constant trip count);
+       body; after the loop it holds its last iteration's value (constant trip count); a scalar read in an
+       iteration of a loop that also moves tiles before that iteration stores it (a running sum next to T.copy)
+       has no expression: it becomes a one-element ``T.alloc_fragment`` the compute kernel updates;
      * stores inside ``T.Parallel`` are per-element code, not block scalars: such a buffer is left alone (later
        passes refuse it with their own message).
 Attributes written: none.
-Errors: TTUnsupportedError for a scalar read before any store, a value carried from one iteration of a loop that
-     also moves tiles into the next (a running sum updated next to T.copy / T.gemm), an index that is not a
-     constant, or an expression of more than MAX_NODES nodes.
+Errors: TTUnsupportedError for a scalar read before any store, an index that is not a constant, or an expression of
+     more than MAX_NODES nodes.
 """
 
 from __future__ import annotations
@@ -43,10 +44,13 @@ _ANALYZER = arith.Analyzer()
 
 
 class _Unknown:
-    """A scalar with no value here: never stored, or carried into a loop iteration from the previous one."""
+    """A scalar with no value here: never stored, or carried into a loop iteration from the previous one
+    (``carried``: its data var)."""
 
-    def __init__(self, why: str):
-        self.why = why
+    def __init__(self, why: str, carried=None):
+        self.why, self.carried = why, carried
+
+
 
 
 def _const(expr):
@@ -88,6 +92,7 @@ class _Forward:
     def __init__(self, scalars: dict, src: str):
         self.scalars = scalars       # data var -> Buffer
         self.src = src
+        self.carried: set = set()    # scalars read while carried from one iteration of a tile loop into the next
 
     # ---- values ---------------------------------------------------------------------------------------------
     def key(self, node, stmt):
@@ -105,6 +110,9 @@ class _Forward:
             if not (isinstance(n, tirx.BufferLoad) and n.buffer.data in self.scalars):
                 return None
             v = env.get(self.key(n, stmt))
+            if isinstance(v, _Unknown) and v.carried is not None:
+                self.carried.add(v.carried)      # it becomes a one-element fragment: the run is redone
+                return n
             if v is None or isinstance(v, _Unknown):
                 why = v.why if isinstance(v, _Unknown) else "it is read before any statement stores to it"
                 raise TTUnsupportedError(
@@ -195,12 +203,12 @@ class _Forward:
                 fix="per-element values belong in a T.alloc_fragment buffer")
         stored = _stores(stmt.body, self.scalars)
         inner = {k: (_Unknown(f"{self.scalars[k[0]].name} is carried from one iteration of a loop that also moves "
-                              "tiles into the next") if k[0] in stored else v) for k, v in env.items()}
+                              "tiles into the next", k[0]) if k[0] in stored else v) for k, v in env.items()}
         for var in stored:
             buf = self.scalars[var]
             for key in _keys(buf):
                 inner.setdefault(key, _Unknown(f"{buf.name} is carried from one iteration of a loop that also "
-                                               "moves tiles into the next"))
+                                               "moves tiles into the next", var))
         body = self.run(stmt.body, inner)
         last = {stmt.loop_var: tirx.IntImm(stmt.loop_var.dtype, start + extent - 1)} if (
             extent is not None and start is not None and extent > 0) else None
@@ -262,6 +270,20 @@ def _fills_as_stores(body, scalars):
     return transform(body, post, ["tirx.Evaluate"])
 
 
+def _with_buffers(block: tirx.SBlock, new: dict) -> tirx.SBlock:
+    """``block`` with the loads and stores of each buffer whose data var ``new`` maps to using its replacement."""
+    def post(n):
+        if isinstance(n, tirx.BufferLoad) and n.buffer.data in new:
+            return tirx.BufferLoad(new[n.buffer.data], n.indices)
+        if isinstance(n, tirx.BufferStore) and n.buffer.data in new:
+            return tirx.BufferStore(new[n.buffer.data], n.value, n.indices)
+        return None
+
+    body = tirx.stmt_functor.ir_transform(block.body, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
+    return tirx.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+                       list(block.alloc_buffers), block.match_buffers, block.annotations)
+
+
 def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
     src = source_of(func)
 
@@ -274,10 +296,19 @@ def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
                     scalars.pop(var, None)
         if not scalars:
             return None
-        body = _Forward(scalars, src).run(_fills_as_stores(node.body, scalars), {})
+        fragments: dict = {}      # a scalar carried across tile-loop iterations -> its one-element fragment
+        while True:
+            forward = _Forward(scalars, src)
+            body = forward.run(_fills_as_stores(node.body, scalars), {})
+            if not forward.carried:
+                break
+            for var in forward.carried:
+                old = scalars.pop(var)
+                fragments[var] = tirx.decl_buffer(old.shape, old.dtype, old.name, scope="local.fragment")
+            node = _with_buffers(node, fragments)
+        allocs = [fragments.get(b.data, b) for b in node.alloc_buffers if b.data not in scalars]
         return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint,
-                           body if body is not None else tirx.Evaluate(0), node.init,
-                           [b for b in node.alloc_buffers if b.data not in scalars], node.match_buffers,
+                           body if body is not None else tirx.Evaluate(0), node.init, allocs, node.match_buffers,
                            node.annotations)
 
     body = transform(func.body, post, ["tirx.SBlock"])

@@ -391,11 +391,13 @@ class ParallelLower:
             axis = self.line_axis(dims, window, bshape)
             if not is_store and axis is not None:
                 return self.staged_line(nest, buf, axis, dims[axis][1])
-            if not is_store and window == (1, 1) and 1 in bshape and all(v is None for v, _ in dims):
-                # one element of a vector at a constant place (GDN's G_shared[block_S - 1]): picked out into a 1x1
-                # line, broadcast where it is used
-                axis = 0 if bshape[1] == 1 else 1
-                return self.staged_line(nest, buf, axis, dims[axis][1])
+            if not is_store and window == (1, 1) and bshape != (1, 1) and all(v is None for v, _ in dims):
+                # one element at a constant place (GDN's G_shared[block_S - 1]): its row, then its column, picked out
+                # into a 1x1 line, broadcast where it is used
+                for axis in (0, 1):
+                    if static_shape(self.current(buf), self.src)[axis] > 1:
+                        buf = self.staged_line(nest, buf, axis, dims[axis][1])
+                return buf
             for (v, off), n, w in zip(dims, bshape, window):
                 if v is not None and self.analyzer.can_prove(off + w > n):
                     shape = [int(d) for d in buf.shape]
