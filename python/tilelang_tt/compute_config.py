@@ -251,6 +251,16 @@ def _matmul_operands(body, program, src: str, fidelity: str) -> dict:
     return out
 
 
+def _fp16_split_fix(precision: dict, fidelity: str) -> str:
+    """How to get every bit of a float16 in1 that Float16OperandsTT did not split."""
+    if precision.get("float16_in1") == "unsplit":
+        return (f"splitting in1 into two matmuls does not fit ({precision['float16_in1_reason']}): use smaller "
+                "blocks for every bit, or ")
+    if fidelity != "HiFi4":
+        return "at math_fidelity=\"HiFi4\" Float16OperandsTT splits in1 into two matmuls (every bit), or "
+    return "accumulate in a float32 fragment and Float16OperandsTT multiplies every bit (two matmuls), or "
+
+
 def precision_warnings(precision: dict, fidelity: str) -> list[str]:
     """What a kernel computes less exactly than its dtypes, unless the user chose it (math fidelity, allow_tf32):
     the lines of a ``TTPrecisionWarning``, each with the bound and how to change it."""
@@ -268,16 +278,13 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
         exact = next((f for f in _PHASES if _multiplied_bits(operand == "in1", f) >= o["of"]), None)
         if exact is not None and chosen:
             continue     # the user chose this fidelity over one that multiplies every bit
-        if exact is None and (precision.get("allow_fp16_reduced") or chosen):
-            continue     # the user accepted SrcA's 10 bits (allow_fp16_reduced) or chose a fidelity below HiFi4
+        if exact is None and precision.get("allow_fp16_reduced"):
+            continue     # the user accepted SrcA's 10 bits
         dtype = "float16" if o["format"] == "Float16" else "bfloat16"
         fix = (f"math_fidelity=\"{exact}\" (T.annotate_tt_compute) multiplies all {o['of']}; choosing "
                f"math_fidelity=\"{fidelity}\" accepts this" if exact else
                "the FPU's SrcA multiplier takes 10 bits at every fidelity (tt-sim computes the same); "
-               + (f"splitting in1 into two matmuls does not fit ({precision['float16_in1_reason']}): use smaller "
-                  "blocks for every bit, or " if precision.get("float16_in1") == "unsplit" else
-                  "accumulate in a float32 fragment and Float16OperandsTT multiplies every bit (two matmuls), or ")
-               + "allow_fp16_reduced=True (T.annotate_tt_compute) accepts this")
+               + _fp16_split_fix(precision, fidelity) + "allow_fp16_reduced=True (T.annotate_tt_compute) accepts this")
         out.append(f"T.gemm multiplies {o['bits']} of the {o['of']} significant bits of its {dtype} {operand} at "
                    f"{fidelity}: relative error up to 2^-{o['bits'] - 1} per product; {fix}")
     if precision.get("float16_pack") == "bf16":

@@ -420,6 +420,10 @@ def test_fp16_gemm_in1_is_split_so_every_bit_is_multiplied():
     assert reduced.plan["precision"]["matmul_operands"]["in1"] == {"format": "Float16", "bits": 10, "of": 11}
     assert reduced.plan["precision"]["allow_fp16_reduced"] is True and "float16_in1" not in reduced.plan["precision"]
     assert not warned
+    # a fidelity the user lowers is not split (it drops bits of both operands), and in1's loss is still warned
+    _, lowered = _compile_recording(fp16_transposed_gemm(32, 32, 32), "tt -math_fidelity=HiFi2")
+    assert len(lowered) == 1 and ("T.gemm multiplies 10 of the 11 significant bits of its float16 in1 at HiFi2" in
+                                  lowered[0]) and 'at math_fidelity="HiFi4" Float16OperandsTT splits in1' in lowered[0]
     for k, x, want in ((kernel, 1 + 2.0 ** -10, 1 + 2.0 ** -10), (reduced, 1 + 2.0 ** -10, 1.0),
                        (reduced, 1 + 2.0 ** -9, 1 + 2.0 ** -9)):
         c = torch.empty(32, 32)

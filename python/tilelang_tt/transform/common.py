@@ -367,10 +367,23 @@ def loop(name: str, extent: int, body_fn) -> list:
 
 class ParallelNestRewriter:
     """Walks a kernel block's statements (not into nested blocks) and hands each ``T.Parallel`` nest to ``nest``,
-    which returns the statement (or sequence) that replaces it; ``allocs``: the buffers the rewrite adds."""
+    which returns the statement (or sequence) that replaces it; ``allocs``: the buffers the rewrite adds
+    (``new_buffer``, named apart from ``taken``: the names already in use)."""
 
-    def __init__(self):
+    def __init__(self, taken=()):
         self.allocs: list[tirx.Buffer] = []
+        self.taken = set(taken)
+
+    def new_buffer(self, shape, dtype, name: str, scope: str) -> tirx.Buffer:
+        """A tile buffer the rewrite adds: ``name``, or ``name_2``, ``name_3``... when that is taken."""
+        unique, n = name, 1
+        while unique in self.taken:
+            n += 1
+            unique = f"{name}_{n}"
+        self.taken.add(unique)
+        buf = tirx.decl_buffer(shape, dtype, unique, scope=scope)
+        self.allocs.append(buf)
+        return buf
 
     def nest(self, loop: tirx.For):
         raise NotImplementedError
@@ -392,6 +405,40 @@ class ParallelNestRewriter:
     @staticmethod
     def flat(s) -> list:
         return list(s.seq) if isinstance(s, tirx.SeqStmt) else [s]
+
+
+def tile_buffer_names(stmt) -> set:
+    """The names of the buffers the blocks of ``stmt`` allocate."""
+    names: set = set()
+    tirx.stmt_functor.post_order_visit(stmt, lambda n: names.update(b.name for b in n.alloc_buffers)
+                                       if isinstance(n, tirx.SBlock) else None)
+    return names
+
+
+def read_in_parallel(stmt) -> set:
+    """The names of the tile buffers a ``T.Parallel`` nest of ``stmt`` reads."""
+    names: set = set()
+
+    def visit(node):
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
+            tirx.stmt_functor.post_order_visit(node.body, lambda n: names.add(n.buffer.name) if isinstance(
+                n, tirx.BufferLoad) and not is_global(n.buffer) else None)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return names
+
+
+def with_buffers(stmt, bmap: dict):
+    """``stmt`` with every load and store of a buffer ``bmap`` maps (tile-op regions included: they hold
+    BufferLoads) on its replacement."""
+    def post(node):
+        if isinstance(node, tirx.BufferLoad) and node.buffer in bmap:
+            return tirx.BufferLoad(bmap[node.buffer], node.indices)
+        if isinstance(node, tirx.BufferStore) and node.buffer in bmap:
+            return tirx.BufferStore(bmap[node.buffer], node.value, node.indices)
+        return None
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
 
 
 def rewrite_kernel_blocks(func: tirx.PrimFunc, make_rewriter) -> tirx.PrimFunc:

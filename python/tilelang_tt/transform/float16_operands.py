@@ -38,7 +38,7 @@ Out: every T.gemm with a float32 accumulator reads a copy of each float16 fragme
      written; a kernel left unsplit says why.
 Attributes written: ``tt.compute`` (records.Compute) ``fp16_in1_split``: the names of the split in1 buffers, or
      ``fp16_in1_unsplit``: why a kernel that needed the split did not get it (its TTPrecisionWarning says so); the
-     plan's ``precision.float16_in1`` is "split".
+     plan's ``precision.float16_in1`` is "split" or "unsplit".
 Errors: none (a T.gemm it does not split is left as it was).
 """
 
@@ -48,20 +48,20 @@ from tvm import tirx
 
 from .. import records
 from ..errors import TTResourceError
-from .common import (SCOPE_FRAGMENT, ParallelNestRewriter, TileOps, decode_region, prim_func_pass, region_call,
-                     rewrite_kernel_blocks, tile_op_call)
+from .common import (SCOPE_FRAGMENT, ParallelNestRewriter, TileOps, decode_region, prim_func_pass, read_in_parallel,
+                     region_call, rewrite_kernel_blocks, tile_buffer_names, tile_op_call)
 
 _A, _B, _C, _CLEAR = 0, 1, 2, 9     # T.gemm's slots: A, B, C, transpose_A, transpose_B, M, N, K, policy, clear_accum, ...
 
 
-class _Splitter(ParallelNestRewriter):
+class _Operands(ParallelNestRewriter):
     """Rewrites each float32-accumulating T.gemm of a kernel block: copies of its updated float16 fragments
     (``updated``: the buffers a ``T.Parallel`` reads), then the split of a float16 in1 (``split_in1``).
     ``split``: the in1 buffers' names."""
 
     def __init__(self, taken: set, updated: set, split_in1: bool):
-        super().__init__()
-        self.taken, self.updated, self.split_in1, self.split = taken, updated, split_in1, []
+        super().__init__(taken)
+        self.updated, self.split_in1, self.split = updated, split_in1, []
         self.parts: dict = {}      # (window shape, scope, role) -> the buffers the rewrites of that shape share
 
     def nest(self, loop):
@@ -76,12 +76,7 @@ class _Splitter(ParallelNestRewriter):
     def _buffer(self, r, role: str, dtype: str):
         key = (tuple(int(e) for e in r.extents), r.buffer.scope(), role)
         if key not in self.parts:
-            name, n = f"{r.buffer.name}_{role}", 1
-            while name in self.taken:
-                name, n = f"{r.buffer.name}_{role}{n}", n + 1
-            self.taken.add(name)
-            self.parts[key] = tirx.decl_buffer(r.extents, dtype, name, scope=key[1])
-            self.allocs.append(self.parts[key])
+            self.parts[key] = self.new_buffer(r.extents, dtype, f"{r.buffer.name}_{role}", key[1])
         return self.parts[key]
 
     @staticmethod
@@ -136,26 +131,12 @@ def _with(func, config, **fields):
     return records.put_compute(func, records.Compute(**{**config.as_dict(), **fields}))
 
 
-def _read_in_parallel(func) -> set:
-    """Names of the buffers a ``T.Parallel`` nest reads."""
-    names: set = set()
-
-    def visit(node):
-        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
-            tirx.stmt_functor.post_order_visit(node.body, lambda n: names.add(n.buffer.name)
-                                               if isinstance(n, tirx.BufferLoad) else None)
-
-    tirx.stmt_functor.post_order_visit(func.body, visit)
-    return names
-
-
 def _rewritten(func, config, taken: set, updated: set, split_in1: bool):
     """(the kernel with its T.gemm operands rewritten, the in1 buffers split)."""
     rewriters: list = []
-    taken = set(taken)
 
     def make():
-        rewriters.append(_Splitter(taken, updated, split_in1))
+        rewriters.append(_Operands(taken, updated, split_in1))
         return rewriters[-1]
 
     out = rewrite_kernel_blocks(func, make)
@@ -170,10 +151,7 @@ def float16_operands(func: tirx.PrimFunc, try_lower=None) -> tirx.PrimFunc:
     if config is None:
         return func
     split_in1 = config.math_fidelity == "HiFi4" and not config.allow_fp16_reduced
-    taken: set = set()
-    tirx.stmt_functor.post_order_visit(func.body, lambda n: taken.update(
-        b.name for b in n.alloc_buffers) if isinstance(n, tirx.SBlock) else None)
-    updated = _read_in_parallel(func)
+    taken, updated = tile_buffer_names(func.body), read_in_parallel(func.body)
     stages = [(updated, split_in1), (updated, False), (set(), split_in1)]   # the copies cost one CB each
     stages = [st for i, st in enumerate(stages) if st not in stages[:i] and (st[0] or st[1])]
     failure, wanted_split = None, False

@@ -33,7 +33,8 @@ import itertools
 from tvm import arith, tirx
 
 from ..errors import TTUnsupportedError
-from .common import TileOps, decode_region, describe, prim_func_pass, source_of, tile_op_call, transform
+from .common import (TileOps, decode_region, describe, prim_func_pass, source_of, tile_op_call, transform,
+                     with_buffers)
 
 MAX_ELEMS = 16       # local arrays up to this many elements are scalars (T.alloc_local((4,), ...) of a few values)
 MAX_UNROLL = 512     # trip count of a scalar-only loop unrolled at compile time
@@ -270,20 +271,6 @@ def _fills_as_stores(body, scalars):
     return transform(body, post, ["tirx.Evaluate"])
 
 
-def _with_buffers(block: tirx.SBlock, new: dict) -> tirx.SBlock:
-    """``block`` with the loads and stores of each buffer whose data var ``new`` maps to using its replacement."""
-    def post(n):
-        if isinstance(n, tirx.BufferLoad) and n.buffer.data in new:
-            return tirx.BufferLoad(new[n.buffer.data], n.indices)
-        if isinstance(n, tirx.BufferStore) and n.buffer.data in new:
-            return tirx.BufferStore(new[n.buffer.data], n.value, n.indices)
-        return None
-
-    body = tirx.stmt_functor.ir_transform(block.body, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
-    return tirx.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
-                       list(block.alloc_buffers), block.match_buffers, block.annotations)
-
-
 def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
     src = source_of(func)
 
@@ -304,9 +291,11 @@ def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
                 break
             for var in forward.carried:
                 old = scalars.pop(var)
-                fragments[var] = tirx.decl_buffer(old.shape, old.dtype, old.name, scope="local.fragment")
-            node = _with_buffers(node, fragments)
-        allocs = [fragments.get(b.data, b) for b in node.alloc_buffers if b.data not in scalars]
+                fragments[old] = tirx.decl_buffer(old.shape, old.dtype, old.name, scope="local.fragment")
+            node = tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint,
+                               with_buffers(node.body, fragments), node.init, node.alloc_buffers, node.match_buffers,
+                               node.annotations)
+        allocs = [fragments.get(b, b) for b in node.alloc_buffers if b.data not in scalars]
         return tirx.SBlock(node.iter_vars, node.reads, node.writes, node.name_hint,
                            body if body is not None else tirx.Evaluate(0), node.init, allocs, node.match_buffers,
                            node.annotations)

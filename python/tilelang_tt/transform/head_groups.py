@@ -21,7 +21,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from .common import TileOps, decode_region, is_global, renew_vars, tile_op_call, uses_var
+from .common import TileOps, decode_region, is_global, renew_vars, tile_op_call, uses_var, with_buffers
 
 
 def kv_group(body, grid, k_s, v_s):
@@ -124,17 +124,6 @@ def _private(runs: list, shared_loads: set) -> set:
     return out
 
 
-def _with_buffers(stmt, bmap: dict):
-    def post(node):
-        if isinstance(node, tirx.BufferLoad) and node.buffer in bmap:
-            return tirx.BufferLoad(bmap[node.buffer], node.indices)
-        if isinstance(node, tirx.BufferStore) and node.buffer in bmap:
-            return tirx.BufferStore(bmap[node.buffer], node.value, node.indices)
-        return None
-
-    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
-
-
 def _is_kv_load(stmt, shared_loads) -> bool:
     c = tile_op_call(stmt)
     if c is None or not c.op.same_as(TileOps.copy):
@@ -209,7 +198,7 @@ def _emit(plan: list, copies: list, head, n: int) -> list:
     def per_head(stmts, g):
         out = []
         for s in stmts:
-            s = tirx.stmt_functor.substitute(_with_buffers(s, copies[g]), {head: head * n + g})
+            s = tirx.stmt_functor.substitute(with_buffers(s, copies[g]), {head: head * n + g})
             out.append(renew_vars(s) if g else s)
         return out
 

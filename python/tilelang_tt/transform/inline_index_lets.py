@@ -49,20 +49,6 @@ def _index_arithmetic(expr, index_tensors: set) -> bool:
     return not bad
 
 
-def _read_only_tensors(func: tirx.PrimFunc) -> set:
-    """The data vars of tensor parameters nothing writes: no BufferStore, no tile-op region with write access."""
-    stored = set()
-
-    def visit(n):
-        if isinstance(n, tirx.BufferStore):
-            stored.add(n.buffer.data)
-        elif is_call_to(n, TileOps.region) and int(n.args[1]) != 1:     # access: 1 = read, 2 = write, 3 = both
-            stored.add(n.args[0].buffer.data)
-
-    tirx.stmt_functor.post_order_visit(func.body, visit)
-    return {b.data for b in func.buffer_map.values() if b.data not in stored}
-
-
 def _written(stmts) -> set:
     """The data vars of the buffers ``stmts`` store to or write through a tile-op region."""
     out: set = set()
@@ -70,12 +56,18 @@ def _written(stmts) -> set:
     def visit(n):
         if isinstance(n, tirx.BufferStore):
             out.add(n.buffer.data)
-        elif is_call_to(n, TileOps.region) and int(n.args[1]) != 1:
+        elif is_call_to(n, TileOps.region) and int(n.args[1]) != 1:     # access: 1 = read, 2 = write, 3 = both
             out.add(n.args[0].buffer.data)
 
     for s in stmts:
         tirx.stmt_functor.post_order_visit(s, visit)
     return out
+
+
+def _read_only_tensors(func: tirx.PrimFunc) -> set:
+    """The data vars of tensor parameters nothing writes: no BufferStore, no tile-op region with write access."""
+    stored = _written([func.body])
+    return {b.data for b in func.buffer_map.values() if b.data not in stored}
 
 
 def _tile_elements(expr, read_only: set, later: list) -> bool:

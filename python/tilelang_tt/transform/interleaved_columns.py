@@ -41,7 +41,7 @@ from .. import records
 from ..device import TILE
 from ..errors import TTUnsupportedError
 from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, ParallelNestRewriter, TileOps, describe, is_global, prim_func_pass,
-                     region_call, source_of, uses_var)
+                     region_call, source_of, tile_buffer_names, uses_var)
 
 _EXACT_DTYPES = ("bfloat16", "float16")
 
@@ -139,19 +139,11 @@ def _copy(src, src_mins, dst, dst_mins, extents_src, extents_dst) -> tirx.Stmt:
 
 class _Rewriter(ParallelNestRewriter):
     def __init__(self, src: str, taken: set[str]):
-        super().__init__()
+        super().__init__(taken)     # tile buffer names: every new one is distinct
         self.src = src
-        self.taken = set(taken)     # tile buffer names: every new one is distinct
 
     def buffer(self, shape, dtype, name: str, scope: str = SCOPE_FRAGMENT) -> tirx.Buffer:
-        unique, n = name, 1
-        while unique in self.taken:
-            n += 1
-            unique = f"{name}_{n}"
-        self.taken.add(unique)
-        buf = tirx.decl_buffer(shape, dtype, unique, scope=scope)
-        self.allocs.append(buf)
-        return buf
+        return self.new_buffer(shape, dtype, name, scope)
 
     def nest(self, loop: tirx.For):
         if not (isinstance(loop.body, tirx.For) and loop.body.kind == tirx.ForKind.PARALLEL):
@@ -263,10 +255,7 @@ def interleaved_columns(func: tirx.PrimFunc) -> tirx.PrimFunc:
             return None
 
     def rewrite(node: tirx.SBlock):     # the new buffers join the block holding the nest (the kernel's)
-        taken = set()
-        tirx.stmt_functor.post_order_visit(node.body, lambda n: taken.update(b.name for b in n.alloc_buffers)
-                                           if isinstance(n, tirx.SBlock) else None)
-        rewriter = _Rewriter(src, taken | {b.name for b in node.alloc_buffers})
+        rewriter = _Rewriter(src, tile_buffer_names(node.body) | {b.name for b in node.alloc_buffers})
         body = rewriter.stmt(node.body)
         if not rewriter.allocs:
             return None

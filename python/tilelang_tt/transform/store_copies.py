@@ -21,15 +21,15 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .common import (ParallelNestRewriter, TileOps, decode_region, is_global, prim_func_pass, region_call,
-                     rewrite_kernel_blocks, tile_op_call)
+from .common import (ParallelNestRewriter, TileOps, decode_region, is_global, prim_func_pass, read_in_parallel,
+                     region_call, rewrite_kernel_blocks, tile_buffer_names, tile_op_call)
 
 
 class _Uses:
     """The tile buffers T.copy stores into a tensor (``stored``) and those compute reads (``read``), by name."""
 
     def __init__(self, body):
-        self.read, self.stored = set(), set()
+        self.read, self.stored = read_in_parallel(body), set()
         tirx.stmt_functor.post_order_visit(body, self._visit)
 
     def _visit(self, node):
@@ -42,29 +42,21 @@ class _Uses:
             self.read.update(decode_region(c.args[i]).buffer.name for i in (0, 1))
         elif c is not None and c.op.same_as(TileOps.reduce):
             self.read.add(decode_region(c.args[0]).buffer.name)
-        elif isinstance(node, tirx.For) and node.kind == tirx.ForKind.PARALLEL:
-            tirx.stmt_functor.post_order_visit(node.body, lambda n: self.read.add(n.buffer.name) if isinstance(
-                n, tirx.BufferLoad) and not is_global(n.buffer) else None)
 
 
 class _Stager(ParallelNestRewriter):
     """Stores each buffer in ``staged`` from its ``<name>_store`` copy."""
 
     def __init__(self, staged: set, taken: set):
-        super().__init__()
-        self.staged, self.taken, self.made = staged, taken, {}
+        super().__init__(taken)
+        self.staged, self.made = staged, {}
 
     def nest(self, loop):
         return loop
 
     def _copy_of(self, buf: tirx.Buffer) -> tirx.Buffer:
         if buf.name not in self.made:
-            name, n = f"{buf.name}_store", 1
-            while name in self.taken:
-                name, n = f"{buf.name}_store{n}", n + 1
-            self.taken.add(name)
-            self.made[buf.name] = tirx.decl_buffer(buf.shape, buf.dtype, name, scope=buf.scope())
-            self.allocs.append(self.made[buf.name])
+            self.made[buf.name] = self.new_buffer(buf.shape, buf.dtype, f"{buf.name}_store", buf.scope())
         return self.made[buf.name]
 
     def stmt(self, s):
@@ -87,10 +79,7 @@ def store_copies(func: tirx.PrimFunc) -> tirx.PrimFunc:
     staged = uses.stored & uses.read
     if not staged:
         return func
-    taken: set = set()
-    tirx.stmt_functor.post_order_visit(func.body, lambda n: taken.update(
-        b.name for b in n.alloc_buffers) if isinstance(n, tirx.SBlock) else None)
-
+    taken = tile_buffer_names(func.body)
     return rewrite_kernel_blocks(func, lambda: _Stager(staged, taken))
 
 

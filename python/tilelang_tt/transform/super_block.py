@@ -72,7 +72,7 @@ from ..schedule import lattice_rect, make_schedule_spec, ragged_lattice
 from ..target import TTOptions
 from .tensorize import _subblock
 from .common import (TileOps, decode_region, grid_loops, is_call_to, is_global, prim_func_pass, region_call, rewrap,
-                     static_grid, static_shape, strip_attrs, tile_op_call, uses_var)
+                     static_grid, static_shape, strip_attrs, tile_op_call, uses_var, with_buffers)
 
 
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y")
@@ -356,7 +356,7 @@ def _fused_epilogue(g: _Gemm, new: dict, h: int, w: int):
         window = region_call(new[g.c.name], [sub_by * g.bm, sub_bx * g.bn], [g.bm, g.bn], 1)
         epilogue.append(tirx.Evaluate(tirx.Call("handle", TileOps.copy,
                                                 [window, region_call(block_c, [0, 0], [g.bm, g.bn], 2)] + g.copy_options)))
-        epilogue += [_swap_buffer(_subst(s, per_block), g.c, block_c) for s in g.epilogue]
+        epilogue += [with_buffers(_subst(s, per_block), {g.c: block_c}) for s in g.epilogue]
     for s in (g.epilogue if not g.staged else []):
         c = tile_op_call(s)
         src = decode_region(c.args[0])
@@ -385,18 +385,6 @@ def _fuse(root: tirx.SBlock, g: _Gemm, h: int, w: int, f: int = 1) -> tirx.SBloc
     body = rewrap(g.wrappers, [clear, loop, tail])
     return tirx.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init, allocs,
                        root.match_buffers, root.annotations)
-
-
-def _swap_buffer(stmt, old, new):
-    """``stmt`` with every load and store of ``old`` (tile-op regions included: they hold BufferLoads) on ``new``."""
-    def post(node):
-        if isinstance(node, tirx.BufferLoad) and node.buffer.same_as(old):
-            return tirx.BufferLoad(new, node.indices)
-        if isinstance(node, tirx.BufferStore) and node.buffer.same_as(old):
-            return tirx.BufferStore(new, node.value, node.indices)
-        return None
-
-    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
 
 
 def _with_schedule(root: tirx.SBlock, spec_dict: dict) -> tirx.SBlock:
