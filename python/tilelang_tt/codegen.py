@@ -77,14 +77,17 @@ def generate(func: tirx.PrimFunc, options: TTOptions) -> Artifact:
 def _written_tensors(ctx: KernelContext, program) -> list[int]:
     """The tensors the writer stores to (an index tensor the writer reads is an input)."""
     used = {c.args[1].name for c in calls(program.kernels["writer"].body) if c.op.startswith("write_tiles")}
+    used |= {c.args[2].name for c in calls(program.kernels["writer"].body) if c.op == "scatter_row"}
     return [i for i, _ in ctx.tensors if ctx.tensor_names[i] in used]
 
 
 def _guarded_writes(ctx: KernelContext, program) -> set[int]:
-    """The tensors the writer stores to under a block-level ``if``: what the skipped blocks leave is the caller's
-    data, so the host uploads the tensor before the launch (``io`` "inout")."""
+    """The tensors the writer stores to under a block-level ``if`` or row by row (``scatter_row``: the rows of a
+    sequence, those a guard keeps): what the skipped blocks and rows leave is the caller's data, so the host uploads
+    the tensor before the launch (``io`` "inout")."""
     used = {n.args[1].name for n, loops in walk(program.kernels["writer"].body)
             if isinstance(n, Call) and n.op.startswith("write_tiles") and any(f.guard is not None for f in loops)}
+    used |= {c.args[2].name for c in calls(program.kernels["writer"].body) if c.op == "scatter_row"}
     return {i for i, _ in ctx.tensors if ctx.tensor_names[i] in used}
 
 

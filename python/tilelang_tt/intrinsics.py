@@ -92,6 +92,15 @@ class TTOps:
     # T.im2col of an NHWC tensor (viewed as [N*H*W, C]): row i of the block is output pixel nhw_step * rows + i, its
     # cols tiles the channels of kernel tap (kh, kw) that column block c_step covers; padding taps read zeros
     im2col_rows = _register("im2col_rows", 16)
+    # offset_rows(cb, tensor_index, row, rows, col_tile, cols, count, scratch_cb): a block of ``rows`` tensor rows
+    # from element row ``row`` (not a multiple of 32: a varlen sequence's start), tile columns [col_tile, col_tile
+    # + cols); rows at or past ``count`` (the tensor's rows) read zeros
+    offset_rows = _register("offset_rows", 8)
+    # write_rows(cb, tensor_index, row, rows, col_tile, cols, count, bound): row i of the block of ``cb`` written to
+    # tensor row ``row + i`` (``row`` not a multiple of 32) over tile columns [col_tile, col_tile + cols) when
+    # ``i < bound`` (a guard ``i < n`` of the T.Parallel that stores it; else ``rows``) and the row is inside the
+    # tensor's ``count`` rows
+    write_rows = _register("write_rows", 8)
 
 
 if _FIRST_LOAD:
@@ -215,6 +224,9 @@ CALLS: dict[str, CallSpec] = {
     # {2}, each face-row segment read as its 64-byte aligned chunk into the reserved page of the scratch CB {6} (the
     # tensor's format) and moved within L1; {7} = 0 zero-fills the row instead (a position past the index tensor).
     "gather_row": CallSpec("gather_row({0}, {1}, {2}, {2}_grid, {3}, {4}, {5}, {6}, {7})", "noc"),
+    # Row scatters: row {1} of the block at the front of CB {0} written to row {3} of tensor {2} (tile columns
+    # [{4}, {4} + {5})), one face-row segment at a time; {6} = 0 writes nothing (a row the kernel's guard excludes).
+    "scatter_row": CallSpec("scatter_row({0}, {1}, {2}, {2}_grid, {3}, {4}, {5}, {6})", "noc"),
     # TTMulticastReuse's handshake, one TT-Metalium call each ({0}: the group, a McastGroup of
     # templates/dataflow_helpers.h.j2 holding the core's route and the L1 addresses of the group's two semaphores).
     # Sender: hold VALID in its own receiver semaphore (the flag's source word), wait until every receiver is ready

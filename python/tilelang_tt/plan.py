@@ -51,8 +51,9 @@ def check_invariants(plan: dict) -> None:
     """Raise TTPlanError if a schema-valid ``plan`` breaks a cross-field rule or a device limit."""
     grid_y, grid_x = plan["grid"]
     if plan["schedule"].get("dynamic"):
-        if plan["mapping"] or not plan.get("shape_args"):
-            raise TTPlanError("a dynamic schedule has shape_args and an empty mapping", construct="tt.plan.json")
+        if plan["mapping"] or not (plan.get("shape_args") or plan.get("scalar_args")):
+            raise TTPlanError("a dynamic schedule has shape_args or scalar_args and an empty mapping",
+                              construct="tt.plan.json")
     else:
         assigned = sum(m["count"] for m in plan["mapping"])
         if not isinstance(grid_y, int) or not isinstance(grid_x, int) or assigned != grid_y * grid_x:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tvm import tirx
 
 from .artifact import comment_text
-from .cexpr import cexpr
+from .cexpr import cexpr, nonneg
 from .errors import TTLoweringError
 from .intrinsics import CALLS
 from .ttir import CB, Call, Dst, For, Let, Lit, Scalar, Tensor
@@ -90,7 +90,10 @@ def _print(body, cb_vars, level, lines, last_note):
             start = "0" if _is_zero(lo) else cexpr(lo)
             end = cexpr(n.extent) if _is_zero(lo) else f"{cexpr(lo)} + {cexpr(n.extent)}"
             note = f"  // {comment_text(n.note)}" if n.note else ""
-            lines.append(f"{pad}for (uint32_t {v} = {start}; {v} < {end}; ++{v}) {{{note}")
+            test = f"{v} < {end}"
+            if _is_zero(lo) and not nonneg(n.extent):   # a trip count that may be negative (ceildiv(len - start, 64)) runs 0 trips
+                test = f"static_cast<int32_t>({v}) < static_cast<int32_t>({_strip_parens(end)})"
+            lines.append(f"{pad}for (uint32_t {v} = {start}; {test}; ++{v}) {{{note}")
             _print(n.body, cb_vars, level + 1, lines, last_note)
             lines.append(f"{pad}}}")
         elif isinstance(n, Let):

@@ -17,7 +17,7 @@ def assert_no_artifacts(root):
     assert not root.exists() or not any(root.iterdir()), list(root.iterdir())
 
 
-def gemm_kernel(M=64, N=64, K_=64, trans_a=False, clear=True, dtype="bfloat16", block=32, offset=0):
+def gemm_kernel(M=64, N=64, K_=64, trans_a=False, clear=True, dtype="bfloat16", block=32, offset=0, col_offset=0):
     a_shape = (K_, M) if trans_a else (M, K_)
 
     @T.prim_func
@@ -32,7 +32,7 @@ def gemm_kernel(M=64, N=64, K_=64, trans_a=False, clear=True, dtype="bfloat16", 
                 if trans_a:
                     T.copy(A[k * block, by * block], A_s)
                 else:
-                    T.copy(A[by * block + offset, k * block], A_s)
+                    T.copy(A[by * block + offset, k * block + col_offset], A_s)
                 T.copy(B[k * block, bx * block], B_s)
                 T.gemm(A_s, B_s, C_l, transpose_A=trans_a)
             T.copy(C_l, C[by * block, bx * block])
@@ -61,8 +61,8 @@ CASES = {
     "unsupported_dtype": (lambda: K.elementwise_add(64, 64, "float64"), TTUnsupportedError,
                           r"dtype 'float64' has no supported TT data format.*fix: use one of \['bfloat16', 'float16', 'float32', 'uint8'\]"),
     "int_dtype": (lambda: K.elementwise_add(64, 64, "int8"), TTUnsupportedError, r"dtype 'int8' has no supported TT data format"),
-    "misaligned_copy": (lambda: gemm_kernel(M=96, offset=16), TTUnsupportedError,
-                        r"row offset .* of A is not a multiple of 32"),
+    "misaligned_copy": (lambda: gemm_kernel(M=96, K_=96, col_offset=16), TTUnsupportedError,
+                        r"column offset .* of A is not a multiple of 32"),
     "l1_budget": (lambda: gemm_kernel(M=1024, N=1024, K_=1024, block=512, dtype="float32"), TTUnsupportedError,
                   r"circular buffers need \d+ bytes of L1 per core, more than the 1393312 bytes a kernel can use on wormhole_b0"),
 }

@@ -26,8 +26,9 @@ from .common import prim_func_pass
 _EFFECTS = ((TTOps.read_block, (), (0,)), (TTOps.write_block, (0,), ()), (TTOps.fill, (), (0,)),
             (TTOps.matmul, (0, 1, 2), (2,)), (TTOps.eltwise, (), (0,)), (TTOps.transpose, (0,), (1,)),
             (TTOps.insert_window, (0, 1, 2), (0,)),
-            (TTOps.reduce, (0, 1), (1, 5)), (TTOps.gather_rows, (), (0,)), (TTOps.im2col_rows, (), (0,)))     # reduce's argument 5: its scratch CB, or -1
-_ROLE = {TTOps.read_block: "reader", TTOps.write_block: "writer"}
+            (TTOps.reduce, (0, 1), (1, 5)), (TTOps.gather_rows, (), (0,)), (TTOps.im2col_rows, (), (0,)),
+            (TTOps.offset_rows, (), (0,)), (TTOps.write_rows, (0,), ()))     # reduce's argument 5: its scratch CB, or -1
+_ROLE = {TTOps.read_block: "reader", TTOps.write_block: "writer", TTOps.write_rows: "writer"}
 
 
 def _effects(stmt, index_of: dict):
@@ -50,8 +51,8 @@ def _effects(stmt, index_of: dict):
 
 
 def _live_ops(ops: list) -> set:
-    """Indices (into ``ops``) of the live ops: write_blocks, and the writers of every CB a live op reads."""
-    live = {i for i, (op, _, _) in enumerate(ops) if op.same_as(TTOps.write_block)}
+    """Indices (into ``ops``) of the live ops: write_blocks (and write_rows), and the writers of every CB a live op reads."""
+    live = {i for i, (op, _, _) in enumerate(ops) if op.same_as(TTOps.write_block) or op.same_as(TTOps.write_rows)}
     needed = set().union(*(ops[i][1] for i in live)) if live else set()
     grew = True
     while grew:

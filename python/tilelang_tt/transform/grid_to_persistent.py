@@ -144,7 +144,7 @@ def _launches(stmt) -> list:
 
 def _grid_of(loops, symbolic, src) -> dict:
     """{blockIdx tag: (loop var, extent)} of the T.Kernel grid loops: a positive int, or an expression of the
-    tensors' symbolic dimensions."""
+    tensors' symbolic dimensions and integer scalar parameters (``symbolic``: both, known at launch)."""
     grid: dict[str, tuple[tirx.Var, object]] = {}
     for loop in loops:
         tag = str(loop.thread_binding.thread_tag)
@@ -154,9 +154,10 @@ def _grid_of(loops, symbolic, src) -> dict:
         if not isinstance(loop.extent, tirx.IntImm):
             unknown = [v for v in free_vars(loop.extent) if not any(v.same_as(s) for s in symbolic)]
             if unknown:
-                raise TTUnsupportedError(f"grid extent {loop.extent} of {tag} depends on {unknown[0]}, which is not a "
-                                         "tensor dimension", construct="T.Kernel grid", source=src,
-                                         fix="derive the grid from the tensors' (possibly T.dynamic) shapes")
+                raise TTUnsupportedError(f"grid extent {loop.extent} of {tag} depends on {unknown[0]}, which is neither "
+                                         "a tensor dimension nor an integer scalar parameter", construct="T.Kernel grid",
+                                         source=src, fix="derive the grid from the tensors' (possibly T.dynamic) "
+                                                         "shapes or from int32 scalar parameters")
             grid[tag] = (loop.loop_var, loop.extent)
             continue
         extent = int(loop.extent.value)
@@ -246,7 +247,8 @@ def grid_to_persistent(func: tirx.PrimFunc, options: TTOptions) -> tirx.PrimFunc
     src = source_of(func)
     loops, body = grid_loops(func)
     symbolic = shape_vars(func)
-    grid = _grid_of(loops, symbolic, src)
+    scalars = [p for p in func.params if p not in func.buffer_map and p.dtype in ("int32", "uint32")]
+    grid = _grid_of(loops, symbolic + scalars, src)
     launches = _launches(body) if not grid else []
     if len(launches) > 1:
         raise TTUnsupportedError(

@@ -51,7 +51,7 @@ def _tag_origin(part: dict, kind: str) -> dict:
 
 
 _KINDS = ("read_block", "write_block", "fill", "matmul", "eltwise", "transpose", "insert_window", "reduce",
-          "gather_rows", "im2col_rows")
+          "gather_rows", "im2col_rows", "offset_rows", "write_rows")
 def _index_loads(exprs) -> list:
     """The distinct ``index_load`` calls (int32 tensor elements, MemorySpaceLowerTT) in ``exprs``, in order."""
     loads = []
@@ -413,6 +413,31 @@ class LowerToProgram:
         out["compute"] = [Call("consume", (cb, n), note)]
         return out
 
+    def op_offset_rows(self, args, note) -> dict:
+        """A block of rows at an element row offset (``offset_rows``): the offset's tensor elements are read first
+        (``index_reads``), then ``gather_row`` moves tensor row ``row + i`` into row ``i`` of the block (zeros at
+        or past the tensor's ``count`` rows) through the reserved page of the gather's scratch CB."""
+        name = self.cb_name(args[0])
+        n = self.cbs[name].block_tiles
+        index_calls, args = self.index_reads(args, note)
+        cb, scratch = CB(name), CB(str(args[7].value))
+        tensor = Tensor(self.tensor_names[int(args[1])])
+        first, rows, col, cols, count = self.expr(args[2]), int(args[3]), self.expr(args[4]), int(args[5]), int(args[6])
+        row0 = tirx.Var(self.names.fresh("first_row"), "int32")
+
+        def row(i):
+            src = row0 + i
+            valid = tirx.Cast("int32", tirx.all(src >= 0, src < count))
+            return [Call("gather_row", (cb, i, tensor, src, col, cols, scratch, valid), note)]
+
+        out = {"reader": [*index_calls, Let(row0, first), Call("cb_reserve_back", (cb, n), note),
+                          Call("cb_reserve_back", (scratch, 1), note), *loop("row", rows, row),
+                          Call("noc_async_read_barrier", (), note), Call("cb_push_back", (scratch, 1), note),
+                          Call("cb_wait_front", (scratch, 1), note), Call("cb_pop_front", (scratch, 1), note),
+                          Call("cb_push_back", (cb, n), note)]}
+        out["compute"] = [Call("consume", (cb, n), note)]
+        return out
+
     def op_im2col_rows(self, args, note) -> dict:
         """T.im2col: the block's kernel tap (kh, kw) and channel tile come from its column block; row ``i`` is output
         pixel ``m = nhw_step * rows + i`` = (n, oh, ow), whose input pixel (oh * S + kh * D - P, ow * S + kw * D - P)
@@ -458,6 +483,27 @@ class LowerToProgram:
         index_calls, args = self.index_reads(args, note)
         cb, where, op = CB(name), *self._where(args, "write_tiles")
         return {"writer": [*index_calls, Call("cb_wait_front", (cb, n), note), Call(op, (cb, *where), note),
+                           Call("noc_async_write_barrier", (), note), Call("cb_pop_front", (cb, n), note)]}
+
+    def op_write_rows(self, args, note) -> dict:
+        """A block written to rows at an element row offset (``write_rows``): ``scatter_row`` writes block row
+        ``i`` to tensor row ``row + i`` when ``i`` is below the guard's bound and the row inside the tensor, face-row
+        segment by segment."""
+        name = self.cb_name(args[0])
+        n = self.cbs[name].block_tiles
+        index_calls, args = self.index_reads(args, note)
+        cb, tensor = CB(name), Tensor(self.tensor_names[int(args[1])])
+        first, rows, col, cols = self.expr(args[2]), int(args[3]), self.expr(args[4]), int(args[5])
+        count, bound = int(args[6]), self.expr(args[7])
+        row0, valid = tirx.Var(self.names.fresh("first_row"), "int32"), tirx.Var(self.names.fresh("valid_rows"), "int32")
+
+        def row(i):
+            return [Call("scatter_row", (cb, i, tensor, row0 + i, col, cols, tirx.Cast("int32", i < valid)), note)]
+
+        # rows [0, valid) are written: below the guard's bound, inside the tensor, never a negative count
+        valid_rows = tirx.max(tirx.min(tirx.min(bound, count - row0), rows), 0)
+        return {"writer": [*index_calls, Let(row0, first), Let(valid, valid_rows),
+                           Call("cb_wait_front", (cb, n), note), *loop("row", rows, row),
                            Call("noc_async_write_barrier", (), note), Call("cb_pop_front", (cb, n), note)]}
 
     # -- compute ---------------------------------------------------------------------------------------

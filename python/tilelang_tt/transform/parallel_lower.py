@@ -259,6 +259,9 @@ class ParallelLower:
         before it and the blocks it writes drained after it."""
         note = f"T.Parallel: {tilelang_text(store)}"
         vars_ = [lp.loop_var for lp in loops]
+        rows = self.row_store(loops, store, what, note)
+        if rows is not None:
+            return [rows]
         store = self.scalar_elements(store, vars_, what)
         nest = _Nest(store, what, note, vars_, {lp.loop_var: int(lp.extent) for lp in loops})
         value, loaded = self.read_operands(nest, self.check_indices(nest))
@@ -279,6 +282,44 @@ class ParallelLower:
         for lp in reversed(loops):
             body = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, body)
         return nest.before + [body] + nest.after
+
+    def row_store(self, loops, store: tirx.BufferStore, what: str, note: str):
+        """``Y[r0 + i, c0 + j] = x[i, j]`` over the whole of tile buffer ``x`` with ``r0`` not known to be a multiple
+        of 32 (a varlen sequence's rows), optionally guarded ``if e + i < n`` (PredicateParallelTT's ``Select``
+        keeping Y's element): the T.copy it spells, whose first ``n - e`` rows are written (``write_rows``); None
+        for any other store."""
+        if len(loops) != 2 or not is_global(store.buffer) or len(store.indices) != 2:
+            return None
+        i, j = (lp.loop_var for lp in loops)
+        value, valid = store.value, True
+        if isinstance(value, tirx.Select):
+            keep = value.false_value
+            if not (isinstance(keep, tirx.BufferLoad) and keep.buffer.same_as(store.buffer) and all(
+                    self.analyzer.can_prove(a == b) for a, b in zip(keep.indices, store.indices))):
+                return None
+            valid = _leading_rows(value.condition, i, j, self.analyzer)
+            if valid is None:
+                return None
+            value = value.true_value
+        if isinstance(value, tirx.Cast) and value.dtype == store.buffer.dtype:   # the packer converts
+            value = value.value
+        if not (isinstance(value, tirx.BufferLoad) and not is_global(value.buffer) and len(value.indices) == 2
+                and value.indices[0].same_as(i) and value.indices[1].same_as(j)):
+            return None
+        offsets = []
+        for ix, var, other in ((store.indices[0], i, j), (store.indices[1], j, i)):
+            off = _affine_offset(ix, var, self.analyzer)
+            if off is None or any(v.same_as(other) for v in _vars_of(off)):
+                return None
+            offsets.append(off)
+        extents = tuple(tirx.IntImm("int32", int(lp.extent)) for lp in loops)
+        if tuple(int(e) for e in extents) != tuple(static_shape(value.buffer)):
+            return None
+        dst = Region(store.buffer, tuple(offsets), extents, 2)
+        if not self.offset_rows(dst):
+            return None
+        src = Region(value.buffer, (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)), extents, 1)
+        return self.lower_copy_write(self.current(value.buffer), src, dst, what, note, valid_rows=valid)
 
     def split_indices(self, nest: _Nest, buf, indices) -> list:
         """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
@@ -638,4 +679,19 @@ class ParallelLower:
                     f"{name} sits at {['row', 'column'][axis]} {h} of its tiles but {dst} at {w}: element-wise "
                     "operands smaller than a tile must share their place in the tile", construct=what,
                     source=self.src, fix="read the operands at offsets that agree modulo 32 (e.g. the same rows)")
+
+
+def _leading_rows(cond, i, j, analyzer):
+    """``n`` when ``cond`` says ``i < n`` (``e + i < b``, ``i <= b``, ``b > i``, ... with ``n`` free of ``i`` and
+    ``j``): the guard keeps the first ``n`` rows; else None."""
+    if isinstance(cond, (tirx.GT, tirx.GE)):
+        cond = (tirx.LT if isinstance(cond, tirx.GT) else tirx.LE)(cond.b, cond.a)
+    if not isinstance(cond, (tirx.LT, tirx.LE)):
+        return None
+    diff = cond.a - cond.b              # cond: diff < 0 (LT) or diff <= 0 (LE)
+    rest = analyzer.simplify(diff - i)
+    if any(v.same_as(i) or v.same_as(j) for v in _vars_of(rest)):
+        return None
+    bound = analyzer.simplify(0 - rest)  # i < -rest
+    return bound if isinstance(cond, tirx.LT) else analyzer.simplify(bound + 1)
 

@@ -35,7 +35,8 @@ BAND_DEPTH = 2      # bands a banded CB holds: the reader fills one while comput
 
 # the CB-index arguments of each TT tile op (eltwise reads its operands as BufferLoads, by buffer name)
 _CB_ARGS = ((TTOps.read_block, (0,)), (TTOps.write_block, (0,)), (TTOps.fill, (0,)), (TTOps.matmul, (0, 1, 2)),
-            (TTOps.eltwise, (0,)), (TTOps.transpose, (0, 1)), (TTOps.insert_window, (0, 1, 2)), (TTOps.reduce, (0, 1, 5)), (TTOps.gather_rows, (0,)), (TTOps.im2col_rows, (0,)))
+            (TTOps.eltwise, (0,)), (TTOps.transpose, (0, 1)), (TTOps.insert_window, (0, 1, 2)), (TTOps.reduce, (0, 1, 5)), (TTOps.gather_rows, (0,)), (TTOps.im2col_rows, (0,)),
+            (TTOps.offset_rows, (0,)), (TTOps.write_rows, (0,)))
 
 
 def l1_bytes(table: dict) -> int:

@@ -108,6 +108,30 @@ inline void gather_row(uint32_t cb, uint32_t dst_row, const Accessor& tensor, co
     }
 }
 
+// Row scatters: row src_row of the block at the front of `cb` (cols tiles wide) written to row dst_row of an
+// interleaved tensor, tile columns [col0, col0 + cols): per tile, its two face-row segments, each written where it
+// lives in the destination tile (both addresses are multiples of the segment size, so source and destination stay
+// congruent modulo the L1 alignment DRAM writes need); valid == 0 writes nothing.
+template <typename Accessor>
+inline void scatter_row(uint32_t cb, uint32_t src_row, const Accessor& tensor, const TileGrid& grid, uint32_t dst_row,
+                        uint32_t col0, uint32_t cols, uint32_t valid) {
+    if (valid == 0) {
+        return;
+    }
+    const uint32_t tile_bytes = get_tile_size(cb);
+    const uint32_t elem_bytes = tile_bytes / kTileElems;
+    const uint32_t seg_bytes = kFaceDim * elem_bytes;
+    const uint32_t block = get_read_ptr(cb) + (src_row / kTileDim) * cols * tile_bytes;
+    for (uint32_t c = 0; c < cols; ++c) {
+        const uint32_t page = (dst_row / kTileDim) * grid.tiles_w + col0 + c;
+        for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
+            const uint32_t src = block + c * tile_bytes + tile_elem_offset(src_row % kTileDim, face_col * kFaceDim) * elem_bytes;
+            const uint32_t dst = tile_elem_offset(dst_row % kTileDim, face_col * kFaceDim) * elem_bytes;
+            noc_async_write(src, get_noc_addr(page, tensor, dst), seg_bytes);
+        }
+    }
+}
+
 // A 16-bit element (bfloat16 / float16) used as a scalar: the kHalfChunk bytes of its tile page holding element
 // (row, col) -- face rows 2k and 2k + 1 -- into the start of the reserved page of `cb` (source and destination
 // aligned to the DRAM alignment of either arch); compute reads element (row % 2) * kFaceDim + col % kFaceDim of it.
