@@ -91,12 +91,15 @@ _names = ttir_json.names
 
 
 def _extent_names(body: list, lets: dict) -> set[str]:
-    """Names the trip counts inside ``body`` depend on (through lets, transitively)."""
+    """Names the trip counts inside ``body`` depend on (through lets, transitively), and the valid flags of its
+    row gathers and scatters (a row past a tensor or outside a sequence moves nothing)."""
     names: set[str] = set()
     for n in body:
         if isinstance(n, ttir.For):
             names |= _names(n.min) | _names(n.extent)
             names |= _extent_names(n.body, lets)
+        elif isinstance(n, ttir.Call) and n.op in _VALID_ARG:
+            names |= _names(n.args[_VALID_ARG[n.op]])
         elif isinstance(n, ttir.Let):
             lets[n.var.name] = n.value
     changed = True
@@ -110,6 +113,10 @@ def _extent_names(body: list, lets: dict) -> set[str]:
 
 
 _TRANSFERS = ("read_tiles", "read_tiles_window", "write_tiles", "write_tiles_window")
+# Element-granular transfers (templates/dataflow_helpers.h.j2): the aligned chunk each reads, per face-row segment
+# for the row gathers; a row scatter writes its segments (16 elements each) as they are
+_GATHER_CHUNK, _FACE_DIM, _FACES_PER_ROW, _INDEX_CHUNK = 64, 16, 2, 64
+_VALID_ARG = {"gather_row": 7, "scatter_row": 6}
 # The multicast handshake's waits (TTMulticastReuse): the sender's for its receivers, a receiver's for the block
 _MCAST_WAITS = ("mcast_wait_ready", "mcast_wait_valid")
 
@@ -159,6 +166,8 @@ class _Counter:
     def call(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
         if op in _TRANSFERS:
             self.transfer(op, args, env, work, mult, role)
+        elif op in ("gather_row", "scatter_row", "read_index", "read_half"):
+            self.element_transfer(op, args, env, work, mult, role)
         elif op == "mcast_write_block":     # the sender writes the block once into the NoC for its group
             nbytes = mult * _eval(args[2], env) * self.cb_pages[_name(args[1])]
             work.noc_out_bytes += nbytes
@@ -189,6 +198,41 @@ class _Counter:
             work.out_bytes[role] += nbytes
             work.dram_write_bytes += nbytes if dram else 0
             self.pending.add(f"{role}:write")
+
+    def element_transfer(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
+        """A row gather / scatter (per tile column, two face-row segments: a 64-byte chunk read each, or the
+        segment written) or an element read (one 64-byte chunk). A row whose valid flag is not known before the
+        run counts as moved (an upper bound: the tensor rows a sequence does not reach move nothing)."""
+        if op in ("read_index", "read_half"):
+            tensor, nbytes = self.tensors[_name(args[1])], mult * _INDEX_CHUNK
+        else:
+            tensor = self.tensors[_name(args[2])]
+            try:
+                valid = _eval(args[_VALID_ARG[op]], env) != 0
+            except StaticCountError:
+                valid = True
+            segment = _FACE_DIM * tensor["page_size"] // 1024
+            segments = mult * _eval(args[5], env) * _FACES_PER_ROW
+            if op == "gather_row":   # the chunk from DRAM (or zeros from L1) into the scratch, the segment moved in L1
+                work.noc_in_bytes += segments * (_GATHER_CHUNK + segment)
+                work.feed_bytes[role] += segments * (_GATHER_CHUNK + segment)
+                work.dram_read_bytes += segments * _GATHER_CHUNK if valid and tensor["placement"] == "DRAM" else 0
+                self.pending.add(f"{role}:read")
+                return
+            if not valid:
+                return
+            nbytes = segments * segment
+        dram = tensor["placement"] == "DRAM"
+        if op == "scatter_row":
+            work.noc_out_bytes += nbytes
+            work.out_bytes[role] += nbytes
+            work.dram_write_bytes += nbytes if dram else 0
+            self.pending.add(f"{role}:write")
+        else:
+            work.noc_in_bytes += nbytes
+            work.feed_bytes[role] += nbytes
+            work.dram_read_bytes += nbytes if dram else 0
+            self.pending.add(f"{role}:read")
 
     def compute(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int) -> None:
         spec = CALLS.get(op)
