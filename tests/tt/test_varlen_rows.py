@@ -226,3 +226,30 @@ def test_a_grid_sized_by_a_float_scalar_is_refused():
     from tilelang_tt.errors import TTUnsupportedError
     with pytest.raises(TTUnsupportedError, match="neither a tensor dimension nor an integer scalar parameter"):
         tilelang.compile(k, target="tt")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_offset_read_from_a_table_at_a_place_read_from_a_tensor(arch):
+    """The last K/V block of each sequence, found as MLA's paged decode finds it: the block table is read at a place
+    computed from another tensor's element (Table[b, ceildiv(Lens[b], 32) - 1]), then rows from a row offset of 5
+    into that block (the reader reads Lens[b] first, then the table element at the place it gives)."""
+    B, NB, D = 3, 8, 32
+
+    @T.prim_func
+    def last_block(KV: T.Tensor((NB * 32, D), "float32"), Table: T.Tensor((B, 4), "int32"),
+                   Lens: T.Tensor((B,), "int32"), Out: T.Tensor((B * 32, D), "float32")):
+        with T.Kernel(B, threads=128) as bx:
+            kv = T.alloc_shared((32, D), "float32")
+            T.copy(KV[Table[bx, (Lens[bx] + 31) // 32 - 1] * 32 + 5, 0], kv)
+            T.copy(kv, Out[bx * 32, 0])
+
+    kernel = tilelang.compile(last_block, target={"kind": "tt", "arch": arch})
+    kv = torch.randn(NB * 32, D)
+    table = torch.tensor([[3, 1, 6, 0], [7, 2, 5, 4], [0, 6, 1, 2]], dtype=torch.int32)
+    lens = torch.tensor([70, 32, 128], dtype=torch.int32)
+    out = torch.empty(B * 32, D)
+    kernel(kv, table, lens, out)
+    padded = torch.cat([kv, torch.zeros(32, D)])
+    for b in range(B):
+        block = int(table[b, (int(lens[b]) + 31) // 32 - 1])
+        assert torch.equal(out[b * 32:(b + 1) * 32], padded[block * 32 + 5: block * 32 + 37]), b

@@ -312,10 +312,12 @@ class LowerToProgram:
         """(calls, args): each ``index_load`` in a transfer's offsets (an element of an int32 tensor,
         MemorySpaceLowerTT) read by this kernel from L1 through its index CB before the transfer -- reserve,
         ``read_index`` (the element's face row), read barrier, ``Let`` of the element, push, wait, pop -- and the
-        offsets with the element's variable in its place."""
+        offsets with the element's variable in its place. An element whose place is itself read from a tensor
+        (``BlockTable[b, ceildiv(SeqLens[b], 64) - 1]``) is read after it, at the place its variable gives."""
         loads = _index_loads(args[2:10])
         calls, vmap = [], []
-        for load in loads:
+        for load in loads:      # inner elements first (post-order)
+            load = _substitute(load, vmap)
             var = tirx.Var(self.names.fresh(f"{self.tensor_names[int(load.args[0])]}_value"), "int32")
             calls += self._read_index(load, CB(str(load.args[3].value)), var, note)
             vmap.append((load, var))
