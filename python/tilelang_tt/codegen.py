@@ -20,7 +20,7 @@ from tvm.target import Target
 
 from . import attrs, compute_config, coverage, plan as plan_mod, records, ttir_json
 from .artifact import comment_text, write_artifact
-from .device import FACE, TILE
+from .device import FACE, NARROW_INDEX_DTYPES, TILE, TILE_FORMATS
 from .errors import TTLoweringError
 from .formats import tensor_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
@@ -33,7 +33,7 @@ from .printer import call_text, half_widenings, headers, print_body, uses_runtim
 from .target import TTOptions, options_from_target
 from .transform.common import source_of
 from .transform.prune_program import kernel_reads
-from .ttir import CB, Call, calls, dump, walk
+from .ttir import CB, Call, Tensor, calls, dump, walk
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +110,23 @@ def _kernel_specs(ctx: KernelContext, program) -> dict:
     return kernels
 
 
+def _index_only_tensors(program) -> set[str]:
+    """The tensors every data-movement call reads only an element of (``read_index``: offsets, conditions)."""
+    elementwise, other = set(), set()
+    for role in ("reader", "writer"):
+        for c in calls(program.kernels[role].body):
+            for a in c.args:
+                if isinstance(a, Tensor):
+                    (elementwise if c.op == "read_index" else other).add(a.name)
+    return elementwise - other
+
+
 def _buffers(ctx: KernelContext, program) -> list:
     writes = _written_tensors(ctx, program)
     guarded = _guarded_writes(ctx, program)
     reader = kernel_tensors(ctx, program, "reader")
     reads = [i for i in {*reader, *kernel_tensors(ctx, program, "writer")} if i not in writes or i in reader]
+    index_only = _index_only_tensors(program)
     out = []
     for i, buf in ctx.tensors:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
@@ -125,6 +137,8 @@ def _buffers(ctx: KernelContext, program) -> list:
             else "output" if i in writes else "unused"
         fmt = tensor_format(buf.dtype, stored.format, "input" if io == "unused" else io,
                             f"tensor {buf.name}", ctx.src)
+        if str(buf.dtype) in NARROW_INDEX_DTYPES and io == "input" and ctx.tensor_names[i] in index_only:
+            fmt = TILE_FORMATS["Int32"]     # an int8 block mask read only as elements: Int32 words, as bool masks
         shard = {k: (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in stored.as_dict().items()}
         out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(logical), "view": list(shape),

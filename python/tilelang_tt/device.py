@@ -115,6 +115,18 @@ INT_OUTPUT_FORMATS: dict[str, str] = {"int32": "Int32"}
 # bool masks and int64 indices (torch's LongTensor) are widened / narrowed to Int32 by the host when it writes the
 # tensor (values outside int32 are refused at the call): the kernels see the same 32-bit words.
 INDEX_FORMATS: dict[str, str] = {"int32": "Int32", "bool": "Int32", "int64": "Int32"}
+# Narrow integer tensors the kernel reads only as index elements (seer attention's int8 block mask, whose elements a
+# block-level `if` reads) are widened to Int32 words by the host as bool masks are; any other use keeps the dtype's
+# own storage (int8 weights: READ_ONLY_FORMATS).
+NARROW_INDEX_DTYPES = ("int8", "uint8", "int16", "uint16")
+
+
+def index_format(dtype) -> str | None:
+    """The format of ``dtype``'s tensors when the data-movement kernels read their elements as indices, or None."""
+    key = str(dtype)
+    return INDEX_FORMATS.get(key, "Int32" if key in NARROW_INDEX_DTYPES else None)
+
+
 # TileLang dtype -> the format of a tensor element used as a scalar in compute (``x * Slopes[by]``): the reader reads
 # the aligned part of its tile page holding it into a one-page CB of the tensor's format (read_index for 32-bit
 # elements, read_half for 16-bit ones), compute reads it from L1 (read_tile_value; a 16-bit one widened to fp32 bits)

@@ -2,7 +2,7 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> [MeshSplitTT] -> MergeBranchesTT
+    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> [MeshSplitTT] -> MergeBranchesTT
                -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
                -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> StoreCopiesTT -> Float16OperandsTT
                -> MemorySpaceLowerTT
@@ -64,6 +64,7 @@ from .transform.common import source_of
 from .transform.dead_values import eliminate_dead_values
 from .transform.forward_scalars import forward_scalars
 from .transform.grid_to_persistent import grid_to_persistent
+from .transform.copied_elements import copied_elements
 from .transform.inline_index_lets import inline_index_lets
 from .transform.interleaved_columns import interleaved_columns
 from .transform.memory_space_lower import memory_space_lower
@@ -100,7 +101,8 @@ def passes(options: TTOptions, candidate: bool = False):
     TTError raised inside a pass reaches the user as itself (TVM's FFI would turn it into RuntimeError).
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
-    seq = [("ForwardScalarsTT", forward_scalars), ("InlineIndexLetsTT", inline_index_lets)]
+    seq = [("ForwardScalarsTT", forward_scalars), ("InlineIndexLetsTT", inline_index_lets),
+           ("CopiedElementsTT", copied_elements)]
     if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [

@@ -5,6 +5,7 @@ from .interleaved_columns import InterleavedColumnsTT
 from .dead_values import EliminateDeadValuesTT
 from .forward_scalars import ForwardScalarsTT
 from .grid_to_persistent import GridToPersistentTT
+from .copied_elements import CopiedElementsTT
 from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
 from .merge_branches import MergeBranchesTT
@@ -21,7 +22,7 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "CopiedElementsTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
            "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "StoreCopiesTT", "Float16OperandsTT",
            "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

@@ -17,7 +17,7 @@ import tvm
 from tvm import tirx
 
 from .. import attrs, records
-from ..device import INDEX_FORMATS
+from ..device import INDEX_FORMATS, index_format
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
 from .common import (TILE, Region, TileOps, decode_region, describe, is_global, static_shape, tile_op_call,
@@ -33,7 +33,7 @@ class IrregularLower:
             if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer)):
                 return None
             tensor = node.buffer
-            if str(tensor.dtype) not in INDEX_FORMATS:
+            if index_format(tensor.dtype) is None:
                 raise TTUnsupportedError(
                     f"an offset reads {tensor.dtype} tensor {tensor.name}", construct=what, source=self.src,
                     fix=f"index tensors are {sorted(INDEX_FORMATS)} (block tables, offsets): store the indices as "
@@ -52,7 +52,7 @@ class IrregularLower:
         """The ``role`` kernel's index CB for int32 tensor ``tensor`` (Int32, one page; registered once)."""
         name = f"{tensor.name}_idx" + ("" if role == "reader" else "_w")
         if name not in self.cbs:
-            self.add_cb(name, "int32", producer=role, consumer=role, fmt=INDEX_FORMATS[str(tensor.dtype)])
+            self.add_cb(name, "int32", producer=role, consumer=role, fmt=index_format(tensor.dtype))
         return name
 
     def gather_scratch_cb(self, tensor: tirx.Buffer) -> str:
@@ -117,7 +117,7 @@ class IrregularLower:
             if not isinstance(node, tirx.BufferLoad):
                 return None
             tensor = node.buffer
-            if not is_global(tensor) or str(tensor.dtype) not in INDEX_FORMATS or len(node.indices) != 2:
+            if not is_global(tensor) or index_format(tensor.dtype) is None or len(node.indices) != 2:
                 raise TTUnsupportedError(
                     f"{kind} on the values of {tensor.name} ({tensor.dtype}, "
                     f"{'tensor' if is_global(tensor) else 'tile buffer'})",
@@ -128,7 +128,7 @@ class IrregularLower:
             name = f"{tensor.name}_cidx"
             if name not in self.cbs:
                 self.add_cb(name, "int32", producer="reader", consumer="compute",
-                            fmt=INDEX_FORMATS[str(tensor.dtype)])
+                            fmt=index_format(tensor.dtype))
             if stores:
                 self.index_cb(tensor, "writer")
             value = tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
