@@ -253,3 +253,16 @@ def test_offset_read_from_a_table_at_a_place_read_from_a_tensor(arch):
     for b in range(B):
         block = int(table[b, (int(lens[b]) + 31) // 32 - 1])
         assert torch.equal(out[b * 32:(b + 1) * 32], padded[block * 32 + 5: block * 32 + 37]), b
+
+
+def test_varlen_rows_of_a_tensor_with_a_dynamic_row_count():
+    """The packed tensor's row count is T.dynamic (the total tokens of the batch): rows past it read zeros and are
+    not written, with the count a runtime argument of the reader and the writer."""
+    total = T.dynamic("total")
+    kernel = tilelang.compile(_varlen_scale(2, total, 32, guarded=False), target="tt")
+    for n_total, lens in ((100, [40, 60]), (75, [70, 5])):
+        cu = torch.tensor([0, lens[0], lens[0] + lens[1]], dtype=torch.int32)
+        x = torch.randn(n_total, 32).bfloat16()
+        y = torch.full((n_total, 32), -7.0)
+        kernel(x, cu, max(lens), y)
+        assert torch.equal(y, x.float() * 2 + 1), n_total

@@ -295,7 +295,7 @@ class CopyLower:
         self.placements.pop(target.name, None)
         self.tensor_cb_format(src.buffer, target.name, "input", (0, TILE, 0, TILE), what)
         self._refuse_block_float_rows(target.name, src, what)
-        count = int(static_shape(src.buffer, self.src)[0])
+        count = src.buffer.shape[0]     # the view's rows (a T.dynamic count is the kernels' runtime argument)
         return call(TTOps.offset_rows, self.cb_index_placeholder(target), self.tensor_index(src.buffer),
                     src.mins[0], rows, self.plain.simplify(tirx.floordiv(src.mins[1], TILE)), cols // TILE, count,
                     tirx.StringImm(self.gather_scratch_cb(src.buffer)), note=note)
@@ -381,7 +381,7 @@ class CopyLower:
         self.inherit(out.name, source.name)
         self.tensor_cb_format(dst.buffer, out.name, "output", (0, TILE, 0, TILE), what)
         self._refuse_block_float_rows(out.name, dst, what)
-        count = int(static_shape(dst.buffer, self.src)[0])
+        count = dst.buffer.shape[0]
         if valid_rows is None or valid_rows is True:
             bound = tirx.IntImm("int32", rows)
         else:   # the guard's bound may read int32 tensors too (a sequence length from cu_seqlens)

@@ -424,7 +424,8 @@ class LowerToProgram:
         index_calls, args = self.index_reads(args, note)
         cb, scratch = CB(name), CB(str(args[7].value))
         tensor = Tensor(self.tensor_names[int(args[1])])
-        first, rows, col, cols, count = self.expr(args[2]), int(args[3]), self.expr(args[4]), int(args[5]), int(args[6])
+        first, rows, col, cols, count = (self.expr(args[2]), int(args[3]), self.expr(args[4]), int(args[5]),
+                                         self.expr(args[6]))
         row0 = tirx.Var(self.names.fresh("first_row"), "int32")
 
         def row(i):
@@ -496,7 +497,7 @@ class LowerToProgram:
         index_calls, args = self.index_reads(args, note)
         cb, tensor = CB(name), Tensor(self.tensor_names[int(args[1])])
         first, rows, col, cols = self.expr(args[2]), int(args[3]), self.expr(args[4]), int(args[5])
-        count, bound = int(args[6]), self.expr(args[7])
+        count, bound = self.expr(args[6]), self.expr(args[7])
         row0, valid = tirx.Var(self.names.fresh("first_row"), "int32"), tirx.Var(self.names.fresh("valid_rows"), "int32")
 
         def row(i):
