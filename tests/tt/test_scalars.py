@@ -343,3 +343,26 @@ def test_a_block_value_bound_to_a_name_is_refused_as_what_it_is():
     with pytest.raises(TTUnsupportedError, match=r"(?s)top, a float value the kernel body computes at block level, "
                        r"is used in an elementwise body.*fix: read it in the T.Parallel from a tensor element"):
         tilelang.compile(k, target="tt")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_int32_element_at_a_tile_origin_is_a_scalar(arch):
+    """Lens[0] sits at the origin of the tensor's first tile: a float element there is read as a broadcast tile,
+    but there are no int32 tiles to broadcast, so it is read as a scalar like any other int32 element (TileLang's
+    GQA varlen decode with batch 1 reads cu_seqlens_k[bid] with bid = 0)."""
+    @T.prim_func
+    def masked(X: T.Tensor((64, 64), "float32"), Lens: T.Tensor((4,), "int32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            x = T.alloc_fragment((32, 64), "float32")
+            T.copy(X[bx * 32, 0], x)
+            n = Lens[0] - Lens[1]
+            for i, j in T.Parallel(32, 64):
+                x[i, j] = T.if_then_else(j < n, x[i, j], 0.0)
+            T.copy(x, Y[bx * 32, 0])
+
+    kernel = tilelang.compile(masked, target={"kind": "tt", "arch": arch})
+    x = torch.randn(64, 64)
+    y = torch.empty(64, 64)
+    kernel(x, torch.tensor([45, 5, 0, 0], dtype=torch.int32), y)
+    keep = torch.arange(64)[None, :] < 40
+    assert torch.equal(y, torch.where(keep, x, torch.zeros(())))

@@ -26,6 +26,9 @@ from .common import (SCOPE_FRAGMENT, TILE, Region, UnsupportedOps, const_value, 
 INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
 
 
+INT_SCALAR_DTYPES = ("int32",)     # SCALAR_ELEMENT_FORMATS with no tile compute can broadcast
+
+
 def _vars_of(expr) -> list:
     found = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n) if isinstance(n, tirx.Var) else None)
@@ -234,8 +237,9 @@ class ParallelLower:
             ids = [v for ix in node.indices for v in _vars_of(ix)]
             if any(v.same_as(lv) for v in ids for lv in vars_) or any(has_load(ix) for ix in node.indices):
                 return None
-            if all(self.analyzer.can_prove(tirx.floormod(ix, TILE) == 0) for ix in node.indices):
-                return None
+            if str(node.buffer.dtype) not in INT_SCALAR_DTYPES and all(
+                    self.analyzer.can_prove(tirx.floormod(ix, TILE) == 0) for ix in node.indices):
+                return None     # a float element at a tile's origin: a broadcast tile (an integer one has no tile)
             if str(node.buffer.dtype) not in SCALAR_ELEMENT_FORMATS:
                 raise TTUnsupportedError(
                     f"{node.buffer.name}[{', '.join(map(str, node.indices))}] ({node.buffer.dtype}) is one element "
