@@ -266,3 +266,44 @@ def test_varlen_rows_of_a_tensor_with_a_dynamic_row_count():
         y = torch.full((n_total, 32), -7.0)
         kernel(x, cu, max(lens), y)
         assert torch.equal(y, x.float() * 2 + 1), n_total
+
+
+def _moe_rows(E, TOTAL, D, bm=64):
+    """TileLang's fused MoE down projection stores each expert's rows scaled by their routing weight, guarded by
+    the rows the expert has: Y[m_start + i, j] = acc[i, j] * W[m_start + i] if i < rows (m_start from offsets)."""
+    @T.prim_func
+    def k(X: T.Tensor((TOTAL, D), "bfloat16"), W: T.Tensor((TOTAL,), "bfloat16"), Start: T.Tensor((E,), "int32"),
+          Rows: T.Tensor((E,), "int32"), Y: T.Tensor((TOTAL, D), "bfloat16")):
+        with T.Kernel(E, threads=128) as bx:
+            x = T.alloc_fragment((bm, D), "bfloat16")
+            acc = T.alloc_fragment((bm, D), "float32")
+            m_start = Start[bx]
+            actual_rows = T.max(0, T.min(bm, Rows[bx]))
+            T.copy(X[m_start: m_start + bm, 0:D], x)
+            for i, j in T.Parallel(bm, D):
+                acc[i, j] = x[i, j] * 3.0
+            for i, j in T.Parallel(bm, D):
+                if i < actual_rows:
+                    Y[m_start + i, j] = acc[i, j] * W[m_start + i]
+
+    return k
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rows_scaled_by_a_per_row_weight_at_their_offsets(arch):
+    """Experts of 37, 0, 64 and 20 rows at offsets 0, 37, 37, 101: each kept row is 3 x * w (bf16 products of
+    small integers and powers of two: exact), rows no expert owns keep the caller's values."""
+    E, TOTAL, D = 4, 128, 64
+    kernel = tilelang.compile(_moe_rows(E, TOTAL, D), target={"kind": "tt", "arch": arch})
+    rows = torch.tensor([37, 0, 64, 20], dtype=torch.int32)
+    start = torch.tensor([0, 37, 37, 101], dtype=torch.int32)
+    g = torch.Generator().manual_seed(11)
+    x = torch.randint(-8, 9, (TOTAL, D), generator=g).bfloat16()
+    w = (2.0 ** torch.randint(-3, 3, (TOTAL,), generator=g)).bfloat16()
+    y = torch.full((TOTAL, D), -5.0).bfloat16()
+    kernel(x, w, start, rows, y)
+    ref = torch.full((TOTAL, D), -5.0)
+    for e in range(E):
+        s, n = int(start[e]), int(rows[e])
+        ref[s:s + n] = x[s:s + n].float() * 3 * w[s:s + n, None].float()
+    assert torch.equal(y.float(), ref)

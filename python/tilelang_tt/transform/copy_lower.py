@@ -270,14 +270,17 @@ class CopyLower:
         return call(TTOps.read_block, self.cb_index_placeholder(target), self.tensor_index(src.buffer), r, c0, rows,
                     cols, *window, note=note)
 
-    def offset_rows(self, region) -> bool:
+    def offset_rows(self, region, column_window: bool = False) -> bool:
         """Whether a 2-D tensor window is whole tiles of rows at a row offset not known to be a multiple of 32 (a
-        varlen sequence's rows from ``cu_seqlens``) and whole tiles of columns at a tile-aligned column."""
-        if len(region.mins) != 2 or any(int(e) % TILE for e in region.extents):
+        varlen sequence's rows from ``cu_seqlens``) and whole tiles of columns at a tile-aligned column
+        (``column_window``: or fewer columns than a tile, a divisor of 32 at a multiple of it: a column vector)."""
+        if len(region.mins) != 2 or int(region.extents[0]) % TILE:
             return False
         row, col = region.mins
-        return (not self.analyzer.can_prove(tirx.floormod(row, TILE) == 0)
-                and self.analyzer.can_prove(tirx.floormod(col, TILE) == 0))
+        cols = int(region.extents[1])
+        step = TILE if cols % TILE == 0 else cols if column_window and TILE % cols == 0 else None
+        return (step is not None and not self.analyzer.can_prove(tirx.floormod(row, TILE) == 0)
+                and self.analyzer.can_prove(tirx.floormod(col, step) == 0))
 
     def _refuse_block_float_rows(self, cb_name: str, region, what: str):
         """Rows at a row offset move face-row segments: a block-float tensor's rows share exponents per face row."""

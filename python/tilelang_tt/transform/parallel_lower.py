@@ -35,6 +35,12 @@ def _vars_of(expr) -> list:
     return found
 
 
+def _loads_in(expr) -> list:
+    found = []
+    tirx.stmt_functor.post_order_visit(expr, lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) else None)
+    return found
+
+
 def _affine_offset(index, var, analyzer):
     """``index - var`` when ``index`` is ``offset + var`` with ``offset`` free of ``var``, else None."""
     offset = analyzer.simplify(index - var)
@@ -230,9 +236,16 @@ class ParallelLower:
         """``store`` with each element of a float32 / bfloat16 / float16 / int32 tensor that is the same for the
         whole nest (``x * Slopes[by]``, no loop variable in its indices) and does not start a tile replaced by
         ``index_load(tensor, row, col, cb)``: the reader reads the element into ``<tensor>_scalar`` (one page) and compute reads it from
-        L1 as a scalar operand (LowerToTTProgram). An element at a tile's origin stays a broadcast tile."""
+        L1 as a scalar operand (LowerToTTProgram). An element at a tile's origin stays a broadcast tile; an element
+        in the indices of another tensor access (``W[Start[bx] + i]``) is read by the kernel that moves the block."""
+        in_index = []
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(store.value), lambda n: in_index.extend(
+            x for ix in n.indices for x in _loads_in(ix)) if isinstance(n, tirx.BufferLoad) else None)
+
         def post(node):
             if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer) and len(node.indices) == 2):
+                return None
+            if any(tvm.ir.structural_equal(node, x) for x in in_index):
                 return None
             ids = [v for ix in node.indices for v in _vars_of(ix)]
             if any(v.same_as(lv) for v in ids for lv in vars_) or any(has_load(ix) for ix in node.indices):
@@ -290,8 +303,9 @@ class ParallelLower:
     def row_store(self, loops, store: tirx.BufferStore, what: str, note: str):
         """``Y[r0 + i, c0 + j] = x[i, j]`` over the whole of tile buffer ``x`` with ``r0`` not known to be a multiple
         of 32 (a varlen sequence's rows), optionally guarded ``if e + i < n`` (PredicateParallelTT's ``Select``
-        keeping Y's element): the T.copy it spells, whose first ``n - e`` rows are written (``write_rows``); None
-        for any other store."""
+        keeping Y's element): the T.copy it spells, whose first ``n - e`` rows are written (``write_rows``); a
+        computed value (``acc[i, j] * W[r0 + i]``) is computed into a fragment first. None for any other store
+        (never a read-modify-write of rows another block may own)."""
         if len(loops) != 2 or not is_global(store.buffer) or len(store.indices) != 2:
             return None
         i, j = (lp.loop_var for lp in loops)
@@ -307,9 +321,8 @@ class ParallelLower:
             value = value.true_value
         if isinstance(value, tirx.Cast) and value.dtype == store.buffer.dtype:   # the packer converts
             value = value.value
-        if not (isinstance(value, tirx.BufferLoad) and not is_global(value.buffer) and len(value.indices) == 2
-                and value.indices[0].same_as(i) and value.indices[1].same_as(j)):
-            return None
+        computed = not (isinstance(value, tirx.BufferLoad) and not is_global(value.buffer) and len(value.indices) == 2
+                        and value.indices[0].same_as(i) and value.indices[1].same_as(j))
         offsets = []
         for ix, var, other in ((store.indices[0], i, j), (store.indices[1], j, i)):
             off = _affine_offset(ix, var, self.analyzer)
@@ -317,13 +330,20 @@ class ParallelLower:
                 return None
             offsets.append(off)
         extents = tuple(tirx.IntImm("int32", int(lp.extent)) for lp in loops)
-        if tuple(int(e) for e in extents) != tuple(static_shape(value.buffer)):
+        if not computed and tuple(int(e) for e in extents) != tuple(static_shape(value.buffer)):
             return None
         dst = Region(store.buffer, tuple(offsets), extents, 2)
         if not self.offset_rows(dst):
             return None
+        ops = []
+        if computed:    # the rows are computed into a fragment first (Y[r0 + i, j] = acc[i, j] * W[r0 + i])
+            rows = self.staging_buffer(store.buffer, *(int(e) for e in extents), "rows", dtype=value.dtype,
+                                       scope=SCOPE_FRAGMENT)
+            ops += self.lower_store(loops, tirx.BufferStore(rows, value, [i, j]), what)
+            value = tirx.BufferLoad(rows, [i, j])
         src = Region(value.buffer, (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)), extents, 1)
-        return self.lower_copy_write(self.current(value.buffer), src, dst, what, note, valid_rows=valid)
+        ops.append(self.lower_copy_write(self.current(value.buffer), src, dst, what, note, valid_rows=valid))
+        return ops[0] if len(ops) == 1 else tirx.SeqStmt(ops)
 
     def split_indices(self, nest: _Nest, buf, indices) -> list:
         """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
@@ -336,7 +356,9 @@ class ParallelLower:
             loads = []
             tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n)
                                                if isinstance(n, tirx.BufferLoad) else None)
-            if loads:
+            block_constant = is_global(buf) and not any(
+                v.same_as(lv) for ld in loads for x in ld.indices for v in _vars_of(x) for lv in nest.vars_)
+            if loads and not block_constant:     # an element per row: a gather; one per block is an offset
                 gather = self.gather_index(buf, ix, indices, nest.vars_, what) if not dims else None
                 if gather is None:
                     raise TTUnsupportedError(
@@ -389,6 +411,8 @@ class ParallelLower:
             if isinstance(self.split_indices(nest, acc.buffer, acc.indices)[0][1], GatherRows):
                 row = acc.indices[0]
                 gather_indices.append(row.value if isinstance(row, tirx.Cast) else row)
+            elif is_global(acc.buffer):      # elements in a block's offset (W[Start[bx] + i]): the reader's
+                gather_indices += [x for ix in acc.indices for x in _loads_in(ix)]
 
         def post(node):
             if isinstance(node, tirx.BufferLoad) and any(node.same_as(g) for g in gather_indices):
@@ -578,6 +602,11 @@ class ParallelLower:
             nest.staged[key] = self.stage_gather(buf, dims, window, is_store, note, nest.before, what)
             return nest.staged[key]
         region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
+        if not is_store:
+            region = self.index_loads(region, "reader", what)
+            if self.offset_rows(region, column_window=True):
+                nest.staged[key] = self.stage_offset_rows(region, note, nest.before, what)
+                return nest.staged[key]
         r, c0, rows, cols, win = self.tile_coords(region, what)
         tile = self.staging_buffer(buf, window[0], window[1], "out" if is_store else "tile")
         info = self.cbs[tile.name]
@@ -595,6 +624,26 @@ class ParallelLower:
             self.tensor_cb_format(buf, tile.name, "input", win, what)   # int8 / block-float tensors: their format
             nest.before.append(call(TTOps.read_block, self.cb_index_placeholder(tile), *args, note=note))
         nest.staged[key] = tile
+        return tile
+
+    def stage_offset_rows(self, region, note, before, what) -> tirx.Buffer:
+        """A block of a tensor at a row offset not known to be a multiple of 32 (``W[m_start + i]``, a per-row
+        weight of an MoE expert's rows): the reader moves each row into its row of the CB (``offset_rows``); a
+        block narrower than a tile keeps its columns where they are in the tile."""
+        rows, cols = (int(e) for e in region.extents)
+        tile = self.staging_buffer(region.buffer, rows, cols, "tile")
+        info = self.cbs[tile.name]
+        info.producer.add("reader")
+        info.consumer.add("compute")
+        col = region.mins[1]
+        if cols % TILE:
+            self.placement(tile.name, (0, TILE, self.plain.simplify(tirx.floormod(col, TILE)), cols), what)
+        self.tensor_cb_format(region.buffer, tile.name, "input", (0, TILE, 0, TILE), what)
+        self._refuse_block_float_rows(tile.name, region, what)
+        before.append(call(TTOps.offset_rows, self.cb_index_placeholder(tile), self.tensor_index(region.buffer),
+                           region.mins[0], rows, self.plain.simplify(tirx.floordiv(col, TILE)),
+                           max(1, cols // TILE), region.buffer.shape[0],
+                           tirx.StringImm(self.gather_scratch_cb(region.buffer)), note=note))
         return tile
 
     def tile_window(self, buf, dims, window, shape) -> bool:
