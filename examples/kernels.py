@@ -505,3 +505,72 @@ def convolution(N, C, H, W, F, K, S, D, P, block_M=64, block_N=64, block_K=32, d
             T.copy(out_shared, out_flat[by * block_M, bx * block_N])
 
     return main
+
+
+def varlen_attention(B, H, UQ, UKV, D, causal):
+    """TileLang's example_mha_fwd_varlen as written there (bf16 here: a float16 output packs through bf16): sequence
+    b's queries are rows cu_q[b]..cu_q[b + 1] of Q (keys: cu_k), none starting on a tile row; the grid is sized by
+    the scalar max_seqlen_q; causal aligns at the bottom right, as flash_attn_varlen_func."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+    bm = bn = 64
+
+    @T.prim_func
+    def main(Q: T.Tensor((UQ, H, D), "bfloat16"), K: T.Tensor((UKV, H, D), "bfloat16"),
+             V: T.Tensor((UKV, H, D), "bfloat16"), cu_q: T.Tensor((B + 1,), "int32"), cu_k: T.Tensor((B + 1,), "int32"),
+             max_seqlen_q: T.int32, O: T.Tensor((UQ, H, D), "bfloat16")):
+        with T.Kernel(T.ceildiv(max_seqlen_q, bm), H, B, threads=128) as (bx, by, bz):
+            Q_s = T.alloc_shared((bm, D), "bfloat16")
+            K_s = T.alloc_shared((bn, D), "bfloat16")
+            V_s = T.alloc_shared((bn, D), "bfloat16")
+            O_s = T.alloc_shared((bm, D), "bfloat16")
+            acc_s = T.alloc_fragment((bm, bn), "float32")
+            acc_s_cast = T.alloc_fragment((bm, bn), "bfloat16")
+            acc_o = T.alloc_fragment((bm, D), "float32")
+            m = T.alloc_fragment((bm,), "float32")
+            m_prev = T.alloc_fragment((bm,), "float32")
+            sc = T.alloc_fragment((bm,), "float32")
+            ssum = T.alloc_fragment((bm,), "float32")
+            lsum = T.alloc_fragment((bm,), "float32")
+            q_start, k_start = cu_q[bz], cu_k[bz]
+            q_len, k_len = cu_q[bz + 1] - q_start, cu_k[bz + 1] - k_start
+            T.copy(Q[q_start + bx * bm: q_start + bx * bm + bm, by, :], Q_s)
+            T.fill(acc_o, 0)
+            T.fill(lsum, 0)
+            T.fill(m, -T.infinity("float32"))
+            offset = k_len - q_len
+            trips = (T.min(T.ceildiv(offset + (bx + 1) * bm, bn), T.ceildiv(k_len, bn)) if causal
+                     else T.ceildiv(k_len, bn))
+            for k in T.Pipelined(trips, num_stages=1):
+                T.copy(K[k_start + k * bn: k_start + k * bn + bn, by, :], K_s)
+                for i, j in T.Parallel(bm, bn):
+                    if causal:
+                        acc_s[i, j] = T.if_then_else((bx * bm + i + offset < k * bn + j)
+                                                     or (bx * bm + i >= q_len or k * bn + j >= k_len), -1e9, 0)
+                    else:
+                        acc_s[i, j] = T.if_then_else(bx * bm + i >= q_len or k * bn + j >= k_len, -1e9, 0)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True)
+                T.copy(m, m_prev)
+                T.fill(m, -T.infinity("float32"))
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(bm):
+                    m[i] = T.max(m[i], m_prev[i])
+                for i in T.Parallel(bm):
+                    sc[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(bm, bn):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, ssum, dim=1)
+                for i in T.Parallel(bm):
+                    lsum[i] = lsum[i] * sc[i] + ssum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(bm, D):
+                    acc_o[i, j] *= sc[i]
+                T.copy(V[k_start + k * bn: k_start + k * bn + bn, by, :], V_s)
+                T.gemm(acc_s_cast, V_s, acc_o)
+            for i, j in T.Parallel(bm, D):
+                acc_o[i, j] = acc_o[i, j] / lsum[i]
+            T.copy(acc_o, O_s)
+            for i, d in T.Parallel(bm, D):
+                if bx * bm + i < q_len:
+                    O[q_start + bx * bm + i, by, d] = O_s[i, d]
+
+    return main

@@ -90,15 +90,15 @@ def _eval(value, env: dict) -> int:
 _names = ttir_json.names
 
 
-def _extent_names(body: list, lets: dict) -> set[str]:
-    """Names the trip counts inside ``body`` depend on (through lets, transitively), and the valid flags of its
-    row gathers and scatters (a row past a tensor or outside a sequence moves nothing)."""
+def _extent_names(body: list, lets: dict, valid: bool = False) -> set[str]:
+    """Names the trip counts inside ``body`` depend on (through lets, transitively); ``valid``: and the valid flags
+    of its row gathers and scatters (a row past a tensor or outside a sequence moves nothing)."""
     names: set[str] = set()
     for n in body:
         if isinstance(n, ttir.For):
             names |= _names(n.min) | _names(n.extent)
-            names |= _extent_names(n.body, lets)
-        elif isinstance(n, ttir.Call) and n.op in _VALID_ARG:
+            names |= _extent_names(n.body, lets, valid)
+        elif valid and isinstance(n, ttir.Call) and n.op in _VALID_ARG:
             names |= _names(n.args[_VALID_ARG[n.op]])
         elif isinstance(n, ttir.Let):
             lets[n.var.name] = n.value
@@ -117,6 +117,9 @@ _TRANSFERS = ("read_tiles", "read_tiles_window", "write_tiles", "write_tiles_win
 # for the row gathers; a row scatter writes its segments (16 elements each) as they are
 _GATHER_CHUNK, _FACE_DIM, _FACES_PER_ROW, _INDEX_CHUNK = 64, 16, 2, 64
 _VALID_ARG = {"gather_row": 7, "scatter_row": 6}
+# Loop iterations the walk spends on valid flags (beyond that, a row whose flag a loop variable decides counts as
+# moved: an upper bound; an im2col convolution of 512k pixels has 19M gathered rows)
+_VALID_BUDGET = 20_000
 # The multicast handshake's waits (TTMulticastReuse): the sender's for its receivers, a receiver's for the block
 _MCAST_WAITS = ("mcast_wait_ready", "mcast_wait_valid")
 
@@ -138,6 +141,7 @@ class _Counter:
         # per multicast group, each core's role in mapping order (TTMulticastReuse's routes in the plan)
         self.senders = {g["name"]: [c["is_sender"] for c in g["cores"]] for g in groups}
         self.l1_acc = False                      # pack_reconfig_l1_acc state, in program order
+        self.valid_budget = _VALID_BUDGET        # loop iterations left for exact valid flags
         self.pending: set[str] = set()           # "role:read" / "role:write": transfers issued, no barrier since
 
     def count(self, body: list, env: dict, work: CoreWork, mult: int, role: str, lets: dict | None = None) -> None:
@@ -147,7 +151,11 @@ class _Counter:
                 lo, hi = _eval(n.min, env), _eval(n.min, env) + _eval(n.extent, env)
                 if hi <= lo:
                     continue
-                if n.var.name in _extent_names(n.body, dict(lets)):
+                exact_valid = (self.valid_budget >= hi - lo
+                               and n.var.name in _extent_names(n.body, dict(lets), valid=True))
+                if exact_valid:
+                    self.valid_budget -= hi - lo
+                if exact_valid or n.var.name in _extent_names(n.body, dict(lets)):
                     for v in range(lo, hi):
                         self.count(n.body, {**env, n.var.name: v}, work, mult, role, lets)
                 else:
@@ -278,7 +286,7 @@ def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
     if any("cores" not in g for g in groups):
         raise StaticCountError("the plan's multicast groups have no per-core routes (a plan of an older version)")
     counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]}, groups)
-    names = set().union(*(_extent_names(body, {}) for body in kernels.values()))
+    names = set().union(*(_extent_names(body, {}, valid=True) for body in kernels.values()))
     cache: dict[tuple, CoreWork] = {}
     works = []
     for index, entry in enumerate(plan["mapping"]):

@@ -13,6 +13,8 @@ import tilelang
 import tilelang.language as T
 import torch
 
+from examples import kernels as K
+
 ARCHS = ["wormhole_b0", "blackhole"]
 
 
@@ -106,73 +108,6 @@ def test_gemm_reading_rows_at_an_odd_offset(arch):
     assert torch.equal(c, shifted @ b.float())      # small integers: every product and sum exact
 
 
-def _varlen_attention(B, H, UQ, UKV, D, causal):
-    """TileLang's example_mha_fwd_varlen, as written there (bf16 here: its float16 output packs through bf16)."""
-    scale = (1.0 / D) ** 0.5 * 1.44269504
-    bm = bn = 64
-
-    @T.prim_func
-    def main(Q: T.Tensor((UQ, H, D), "bfloat16"), K: T.Tensor((UKV, H, D), "bfloat16"),
-             V: T.Tensor((UKV, H, D), "bfloat16"), cu_q: T.Tensor((B + 1,), "int32"), cu_k: T.Tensor((B + 1,), "int32"),
-             max_seqlen_q: T.int32, O: T.Tensor((UQ, H, D), "bfloat16")):
-        with T.Kernel(T.ceildiv(max_seqlen_q, bm), H, B, threads=128) as (bx, by, bz):
-            Q_s = T.alloc_shared((bm, D), "bfloat16")
-            K_s = T.alloc_shared((bn, D), "bfloat16")
-            V_s = T.alloc_shared((bn, D), "bfloat16")
-            O_s = T.alloc_shared((bm, D), "bfloat16")
-            acc_s = T.alloc_fragment((bm, bn), "float32")
-            acc_s_cast = T.alloc_fragment((bm, bn), "bfloat16")
-            acc_o = T.alloc_fragment((bm, D), "float32")
-            m = T.alloc_fragment((bm,), "float32")
-            m_prev = T.alloc_fragment((bm,), "float32")
-            sc = T.alloc_fragment((bm,), "float32")
-            ssum = T.alloc_fragment((bm,), "float32")
-            lsum = T.alloc_fragment((bm,), "float32")
-            q_start, k_start = cu_q[bz], cu_k[bz]
-            q_len, k_len = cu_q[bz + 1] - q_start, cu_k[bz + 1] - k_start
-            T.copy(Q[q_start + bx * bm: q_start + bx * bm + bm, by, :], Q_s)
-            T.fill(acc_o, 0)
-            T.fill(lsum, 0)
-            T.fill(m, -T.infinity("float32"))
-            offset = k_len - q_len
-            trips = (T.min(T.ceildiv(offset + (bx + 1) * bm, bn), T.ceildiv(k_len, bn)) if causal
-                     else T.ceildiv(k_len, bn))
-            for k in T.Pipelined(trips, num_stages=1):
-                T.copy(K[k_start + k * bn: k_start + k * bn + bn, by, :], K_s)
-                for i, j in T.Parallel(bm, bn):
-                    if causal:
-                        acc_s[i, j] = T.if_then_else((bx * bm + i + offset < k * bn + j)
-                                                     or (bx * bm + i >= q_len or k * bn + j >= k_len), -1e9, 0)
-                    else:
-                        acc_s[i, j] = T.if_then_else(bx * bm + i >= q_len or k * bn + j >= k_len, -1e9, 0)
-                T.gemm(Q_s, K_s, acc_s, transpose_B=True)
-                T.copy(m, m_prev)
-                T.fill(m, -T.infinity("float32"))
-                T.reduce_max(acc_s, m, dim=1, clear=False)
-                for i in T.Parallel(bm):
-                    m[i] = T.max(m[i], m_prev[i])
-                for i in T.Parallel(bm):
-                    sc[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, j in T.Parallel(bm, bn):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
-                T.reduce_sum(acc_s, ssum, dim=1)
-                for i in T.Parallel(bm):
-                    lsum[i] = lsum[i] * sc[i] + ssum[i]
-                T.copy(acc_s, acc_s_cast)
-                for i, j in T.Parallel(bm, D):
-                    acc_o[i, j] *= sc[i]
-                T.copy(V[k_start + k * bn: k_start + k * bn + bn, by, :], V_s)
-                T.gemm(acc_s_cast, V_s, acc_o)
-            for i, j in T.Parallel(bm, D):
-                acc_o[i, j] = acc_o[i, j] / lsum[i]
-            T.copy(acc_o, O_s)
-            for i, d in T.Parallel(bm, D):
-                if bx * bm + i < q_len:
-                    O[q_start + bx * bm + i, by, d] = O_s[i, d]
-
-    return main
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_varlen_attention_against_float64(causal):
     """Three sequences of 50, 100 and 37 query rows (K/V of 61, 100 and 37 rows), none starting on a tile row: each
@@ -184,7 +119,7 @@ def test_varlen_attention_against_float64(causal):
     cu_q = torch.tensor([0, *torch.tensor(lq).cumsum(0).tolist()], dtype=torch.int32)
     cu_k = torch.tensor([0, *torch.tensor(lk).cumsum(0).tolist()], dtype=torch.int32)
     UQ, UKV = int(cu_q[-1]), int(cu_k[-1])
-    kernel = tilelang.compile(_varlen_attention(B, H, UQ, UKV, D, causal), target="tt")
+    kernel = tilelang.compile(K.varlen_attention(B, H, UQ, UKV, D, causal), target="tt")
     truncated = kernel.plan["math_fidelity"] in ("LoFi", "HiFi2")
     g = torch.Generator().manual_seed(5)
     q = torch.randn(UQ, H, D, generator=g).bfloat16()
@@ -307,3 +242,19 @@ def test_rows_scaled_by_a_per_row_weight_at_their_offsets(arch):
         s, n = int(start[e]), int(rows[e])
         ref[s:s + n] = x[s:s + n].float() * 3 * w[s:s + n, None].float()
     assert torch.equal(y.float(), ref)
+
+
+def test_protocol_only_counters_of_a_data_dependent_kernel_are_the_full_runs():
+    """Trip counts and offsets come from cu_seqlens: a protocol-only run (no math) still reads the Int32 index
+    pages, so it moves exactly the bytes the full run moves (before, it read zeros: no sequence, no writes)."""
+    lens = (50, 100, 37)
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    total = int(cu[-1])
+    kernel = tilelang.compile(K.varlen_attention(3, 2, total, total, 64, True), target="tt")
+    q, k, v = (torch.randn(total, 2, 64).bfloat16() for _ in range(3))
+    counts = []
+    for protocol_only in (False, True):
+        kernel.emulate(q, k, v, cu, cu, max(lens), torch.zeros(total, 2, 64).bfloat16(), protocol_only=protocol_only)
+        t = kernel.report["total"]
+        counts.append((t["dram_read_bytes"], t["dram_write_bytes"], t["matmul_tiles"]))
+    assert counts[0] == counts[1] and counts[0][1] == total * 2 * 64 * 2

@@ -109,6 +109,14 @@ class CopyLower:
                                     (region.mins[1], int(region.extents[1]), "column")):
             if extent % TILE == 0:
                 if not self.analyzer.can_prove(tirx.floormod(value, TILE) == 0):
+                    if axis == "column":     # rows at any offset move row by row; a row's elements cannot
+                        raise TTUnsupportedError(
+                            f"{what}: column offset {value} of {region.buffer.name} is not a multiple of 32 (a row's "
+                            "elements at an unaligned column share 16-byte NoC words with their neighbours, which "
+                            "other blocks may write)", construct=what, source=self.src,
+                            fix="move blocks at column offsets that are multiples of 32; a per-row vector at a "
+                                "varlen offset can be stored as a column of a [N, 1] tensor (rows at any offset are "
+                                "moved row by row)")
                     raise TTUnsupportedError(f"{what}: {axis} offset {value} of {region.buffer.name} is not a multiple "
                                              "of 32", construct=what, source=self.src, fix="copy whole 32x32 tiles")
                 counts.append(extent // TILE)

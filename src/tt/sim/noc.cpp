@@ -112,9 +112,12 @@ void check_transfer(const char* op, uint64_t src, const char* src_kind, uint64_t
 
 const ArchInfo& arch() { return running_device().arch; }
 
-// A read of `size` bytes into L1 [l1_addr, +size): inside reserved CB pages, then issued asynchronously.
+// A read of `size` bytes into L1 [l1_addr, +size): inside reserved CB pages, then issued asynchronously. A
+// protocol-only run skips the data, except Int32 pages: the elements the RISC-V cores address and branch with
+// (block tables, sequence offsets, trip counts), so it takes the paths a full run takes.
 void issue_read(Task& t, const uint8_t* src, uint32_t l1_addr, uint32_t size, uint32_t line, const char* op) {
-    if (reserved_cb_covering(*t.core, l1_addr, size) == nullptr) {
+    const CBState* cb = reserved_cb_covering(*t.core, l1_addr, size);
+    if (cb == nullptr) {
         kernel_error(line, format("%s writes L1 [0x%x, 0x%x), which is not inside pages reserved with "
                                   "cb_reserve_back", op, l1_addr, l1_addr + size));
     }
@@ -123,7 +126,7 @@ void issue_read(Task& t, const uint8_t* src, uint32_t l1_addr, uint32_t size, ui
     PendingTransfer p;
     p.l1_lo = l1_addr;
     p.l1_hi = l1_addr + size;
-    if (!sim().protocol_only) p.data.assign(src, src + size);
+    if (!sim().protocol_only || cb->fmt == kInt32) p.data.assign(src, src + size);
     noc_issue(t, std::move(p), line);
 }
 
@@ -190,8 +193,8 @@ uint32_t l1_read_u32(uint32_t l1_addr, uint32_t line) {
         kernel_error(line, format("L1 load at 0x%x while this kernel's NoC reads are in flight: call "
                                   "noc_async_read_barrier() first", l1_addr));
     }
-    uint32_t value = 0;
-    if (!sim().protocol_only) std::memcpy(&value, l1_ptr(*t.core, l1_addr, 4, line), 4);
+    uint32_t value = 0;   // protocol-only runs hold real data in Int32 pages (issue_read), zeros elsewhere
+    std::memcpy(&value, l1_ptr(*t.core, l1_addr, 4, line), 4);
     return value;
 }
 
