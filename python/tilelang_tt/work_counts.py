@@ -195,52 +195,42 @@ class _Counter:
         nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
         if op.endswith("_window"):     # only the window's elements move
             nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
-        dram = tensor["placement"] == "DRAM"
-        if op.startswith("read_tiles"):
-            work.noc_in_bytes += nbytes
-            work.feed_bytes[role] += nbytes
-            work.dram_read_bytes += nbytes if dram else 0
-            self.pending.add(f"{role}:read")
-        else:
+        self.moved(work, role, nbytes, tensor, write=not op.startswith("read_tiles"))
+
+    def moved(self, work: CoreWork, role: str, nbytes: int, tensor: dict, write: bool, dram_bytes=None) -> None:
+        """``nbytes`` crossing the NoC between L1 and ``tensor`` (``dram_bytes`` of them to or from DRAM when not
+        all: a gather's L1 moves), for ``role``; its next barrier waits."""
+        dram = nbytes if dram_bytes is None else dram_bytes
+        dram = dram if tensor["placement"] == "DRAM" else 0
+        if write:
             work.noc_out_bytes += nbytes
             work.out_bytes[role] += nbytes
-            work.dram_write_bytes += nbytes if dram else 0
-            self.pending.add(f"{role}:write")
+            work.dram_write_bytes += dram
+        else:
+            work.noc_in_bytes += nbytes
+            work.feed_bytes[role] += nbytes
+            work.dram_read_bytes += dram
+        self.pending.add(f"{role}:{'write' if write else 'read'}")
 
     def element_transfer(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
         """A row gather / scatter (per tile column, two face-row segments: a 64-byte chunk read each, or the
         segment written) or an element read (one 64-byte chunk). A row whose valid flag is not known before the
         run counts as moved (an upper bound: the tensor rows a sequence does not reach move nothing)."""
         if op in ("read_index", "read_half"):
-            tensor, nbytes = self.tensors[_name(args[1])], mult * _INDEX_CHUNK
-        else:
-            tensor = self.tensors[_name(args[2])]
-            try:
-                valid = _eval(args[_VALID_ARG[op]], env) != 0
-            except StaticCountError:
-                valid = True
-            segment = _FACE_DIM * tensor["page_size"] // 1024
-            segments = mult * _eval(args[5], env) * _FACES_PER_ROW
-            if op == "gather_row":   # the chunk from DRAM (or zeros from L1) into the scratch, the segment moved in L1
-                work.noc_in_bytes += segments * (_GATHER_CHUNK + segment)
-                work.feed_bytes[role] += segments * (_GATHER_CHUNK + segment)
-                work.dram_read_bytes += segments * _GATHER_CHUNK if valid and tensor["placement"] == "DRAM" else 0
-                self.pending.add(f"{role}:read")
-                return
-            if not valid:
-                return
-            nbytes = segments * segment
-        dram = tensor["placement"] == "DRAM"
-        if op == "scatter_row":
-            work.noc_out_bytes += nbytes
-            work.out_bytes[role] += nbytes
-            work.dram_write_bytes += nbytes if dram else 0
-            self.pending.add(f"{role}:write")
-        else:
-            work.noc_in_bytes += nbytes
-            work.feed_bytes[role] += nbytes
-            work.dram_read_bytes += nbytes if dram else 0
-            self.pending.add(f"{role}:read")
+            self.moved(work, role, mult * _INDEX_CHUNK, self.tensors[_name(args[1])], write=False)
+            return
+        tensor = self.tensors[_name(args[2])]
+        try:
+            valid = _eval(args[_VALID_ARG[op]], env) != 0
+        except StaticCountError:
+            valid = True
+        segment = _FACE_DIM * tensor["page_size"] // 1024
+        segments = mult * _eval(args[5], env) * _FACES_PER_ROW
+        if op == "gather_row":   # the chunk from DRAM (or zeros from L1) into the scratch, the segment moved in L1
+            self.moved(work, role, segments * (_GATHER_CHUNK + segment), tensor, write=False,
+                       dram_bytes=segments * _GATHER_CHUNK if valid else 0)
+        elif valid:
+            self.moved(work, role, segments * segment, tensor, write=True)
 
     def compute(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int) -> None:
         spec = CALLS.get(op)

@@ -9,6 +9,7 @@ import tilelang
 import tilelang.language as T
 import torch
 
+from tilelang_tt.errors import TTUnsupportedError
 from tilelang_tt.transform.copied_elements import copied_elements
 
 ARCHS = ["wormhole_b0", "blackhole"]
@@ -76,7 +77,9 @@ def test_the_rewrite_reads_the_tensor_in_the_condition():
 
 
 def test_a_mask_also_read_by_compute_is_left_as_written():
-    """A fragment read in a T.Parallel too is data for compute: the rewrite leaves it (and the int8 block copy
-    into a tile buffer is then refused, naming the tensor)."""
+    """A fragment read in a T.Parallel too is data for compute: the rewrite leaves it, and the int8 copy of a
+    sub-tile block of block-float pages into a tile buffer is then refused, naming the tensor."""
     func = masked_gemm(64, 64, 128, read_in_parallel=True)
     assert copied_elements(func).same_as(func)
+    with pytest.raises(TTUnsupportedError, match=r"a block smaller than a tile of Mask, stored as Bfp8_b"):
+        tilelang.compile(func, target="tt")

@@ -236,6 +236,12 @@ def free_vars(expr) -> list:
     return out
 
 
+def affine_offset(index, var, analyzer):
+    """``index - var`` when ``index`` is ``offset + var`` with ``offset`` free of ``var``, else None."""
+    offset = analyzer.simplify(index - var)
+    return None if uses_var(offset, var) else offset
+
+
 def uses_var(node, var) -> bool:
     """Whether ``var`` occurs in ``node`` (a PrimExpr or a statement)."""
     hits = []

@@ -278,39 +278,6 @@ class CopyLower:
         return call(TTOps.read_block, self.cb_index_placeholder(target), self.tensor_index(src.buffer), r, c0, rows,
                     cols, *window, note=note)
 
-    def offset_rows(self, region, column_window: bool = False) -> bool:
-        """Whether a 2-D tensor window is whole tiles of rows at a row offset not known to be a multiple of 32 (a
-        varlen sequence's rows from ``cu_seqlens``) and whole tiles of columns at a tile-aligned column
-        (``column_window``: or fewer columns than a tile, a divisor of 32 at a multiple of it: a column vector)."""
-        if len(region.mins) != 2 or int(region.extents[0]) % TILE:
-            return False
-        row, col = region.mins
-        cols = int(region.extents[1])
-        step = TILE if cols % TILE == 0 else cols if column_window and TILE % cols == 0 else None
-        return (step is not None and not self.analyzer.can_prove(tirx.floormod(row, TILE) == 0)
-                and self.analyzer.can_prove(tirx.floormod(col, step) == 0))
-
-    def _refuse_block_float_rows(self, cb_name: str, region, what: str):
-        """Rows at a row offset move face-row segments: a block-float tensor's rows share exponents per face row."""
-        if self.cb_formats.get(cb_name) in ("Bfp8_b", "Bfp4_b"):
-            raise TTUnsupportedError(f"{what}: rows of block-float tensor {region.buffer.name} at row offset "
-                                     f"{region.mins[0]}, which is not a multiple of 32", construct=what,
-                                     source=self.src, fix="move block-float tensors in whole 32x32 tiles")
-
-    def lower_offset_rows(self, src, target: tirx.Buffer, what: str, note: str):
-        """``T.copy(X[r0:r0 + bm, c0:c0 + bn], x)`` with ``r0`` not a multiple of 32: the rows straddle tile rows
-        of X, so the reader moves each row's face-row segments into its row of the block (``offset_rows``, through
-        the gather scratch CB as a row gather does); rows past X's last read zeros."""
-        rows, cols = (int(e) for e in src.extents)
-        self._check_block(target, rows // TILE, cols // TILE, what)
-        self.placements.pop(target.name, None)
-        self.tensor_cb_format(src.buffer, target.name, "input", (0, TILE, 0, TILE), what)
-        self._refuse_block_float_rows(target.name, src, what)
-        count = src.buffer.shape[0]     # the view's rows (a T.dynamic count is the kernels' runtime argument)
-        return call(TTOps.offset_rows, self.cb_index_placeholder(target), self.tensor_index(src.buffer),
-                    src.mins[0], rows, self.plain.simplify(tirx.floordiv(src.mins[1], TILE)), cols // TILE, count,
-                    tirx.StringImm(self.gather_scratch_cb(src.buffer)), note=note)
-
     def lower_copy_local(self, src, dst, what: str, note: str):
         """``T.copy`` from a tile buffer: to a tensor window (``lower_copy_write``) or to another tile buffer (an
         ``eltwise`` identity in DST)."""
@@ -343,8 +310,6 @@ class CopyLower:
         row (``write_rows``), the first ``valid_rows`` of them (a T.Parallel's guard; default: those inside the
         tensor)."""
         dst = self.index_loads(dst, "writer", what)
-        if valid_rows is not None and valid_rows is not True and not self.offset_rows(dst):
-            raise TTLoweringError(f"{what}: a guarded store at tile-aligned rows", construct=what, source=self.src)
         if self.offset_rows(dst):
             return self.lower_write_rows(source, src, dst, what, note, valid_rows)
         if self.column_to_row(source, dst):
@@ -374,34 +339,6 @@ class CopyLower:
         self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
         return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
                     rows, cols, *window, note=note)
-
-    def lower_write_rows(self, source, src, dst, what: str, note: str, valid_rows):
-        """The rows of a tile buffer stored at an element row offset: compute packs them into a staging CB of the
-        tensor's dtype, the writer scatters its rows (``write_rows``)."""
-        self.check_whole(src, what)
-        rows, cols = (int(e) for e in dst.extents)
-        self._check_block(source, rows // TILE, cols // TILE, what)
-        if any(x is not None for x in self.placements.get(source.name, (None, None))):
-            raise TTUnsupportedError(f"{what}: {source.name} holds a block smaller than a tile", construct=what,
-                                     source=self.src, fix="store whole 32x32 tiles at a row offset")
-        shape = static_shape(source)
-        out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
-        self.cbs[out.name].producer.add("compute")
-        self.cbs[out.name].consumer.add("writer")
-        self.cb(source).consumer.add("compute")
-        self.inherit(out.name, source.name)
-        self.tensor_cb_format(dst.buffer, out.name, "output", (0, TILE, 0, TILE), what)
-        self._refuse_block_float_rows(out.name, dst, what)
-        count = dst.buffer.shape[0]
-        if valid_rows is None or valid_rows is True:
-            bound = tirx.IntImm("int32", rows)
-        else:   # the guard's bound may read int32 tensors too (a sequence length from cu_seqlens)
-            bound = self.index_loads(Region(dst.buffer, (valid_rows,), (1,), 2), "writer", what).mins[0]
-        return tirx.SeqStmt([
-            call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, [0, 0]), note=note),
-            call(TTOps.write_rows, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), dst.mins[0], rows,
-                 self.plain.simplify(tirx.floordiv(dst.mins[1], TILE)), cols // TILE, count,
-                 self.plain.simplify(bound), note=note)])
 
     def column_to_row(self, source, dst) -> bool:
         """A column vector (a 1-D fragment of per-row values: a row reduction's result) stored as one row of a

@@ -7,7 +7,10 @@ offsets), block-level ``if`` statements and ``T.im2col`` row gathers.
 * ``if cond:`` in the kernel body becomes a loop of ``cond ? 1 : 0`` trips annotated ``tt.guard`` (the TileLang
   text), which all three kernels run; elements of int32 tensors in ``cond`` are read by the reader into
   ``<tensor>_cidx`` and handed to compute;
-* ``T.im2col`` becomes ``im2col_rows``, a row gather through the reader's ``<tensor>_gather`` scratch CB.
+* ``T.im2col`` becomes ``im2col_rows``, a row gather through the reader's ``<tensor>_gather`` scratch CB;
+* a block of rows at a row offset not known to be a multiple of 32 (a varlen sequence's rows from ``cu_seqlens``,
+  an MoE expert's from its group offset) is read row by row (``offset_rows``) and stored row by row
+  (``write_rows``), only the rows a T.Parallel's guard keeps (``row_store``).
 The mixin runs on MemorySpaceLowerTT's ``_Lowerer`` state (CBs, aliases, events, the analyzer).
 """
 
@@ -20,7 +23,7 @@ from .. import attrs, records
 from ..device import INDEX_FORMATS, index_format
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
-from .common import (TILE, Region, TileOps, decode_region, describe, is_global, static_shape, tile_op_call,
+from .common import (SCOPE_FRAGMENT, TILE, affine_offset, free_vars, Region, TileOps, decode_region, describe, is_global, static_shape, tile_op_call,
                      tilelang_text, transform)
 
 
@@ -171,3 +174,145 @@ class IrregularLower:
         ints = [int(a) for a in c.args[4:8]]
         return call(TTOps.im2col_rows, self.cb_index_placeholder(col), self.tensor_index(img), c.args[2], c.args[3],
                     N, H, W, C, *ints, rows, cols // TILE, tirx.StringImm(self.gather_scratch_cb(img)), note=note)
+
+    # -- varlen rows: blocks at row offsets not known to be multiples of 32 ---------------------------------
+    def offset_rows(self, region, column_window: bool = False) -> bool:
+        """Whether a 2-D tensor window is whole tiles of rows at a row offset not known to be a multiple of 32 (a
+        varlen sequence's rows from ``cu_seqlens``) and whole tiles of columns at a tile-aligned column
+        (``column_window``: or fewer columns than a tile, a divisor of 32 at a multiple of it: a column vector)."""
+        if len(region.mins) != 2 or int(region.extents[0]) % TILE:
+            return False
+        row, col = region.mins
+        cols = int(region.extents[1])
+        step = TILE if cols % TILE == 0 else cols if column_window and TILE % cols == 0 else None
+        return (step is not None and not self.analyzer.can_prove(tirx.floormod(row, TILE) == 0)
+                and self.analyzer.can_prove(tirx.floormod(col, step) == 0))
+
+    def _refuse_block_float_rows(self, cb_name: str, region, what: str):
+        """Rows at a row offset move face-row segments: a block-float tensor's rows share exponents per face row."""
+        if self.cb_formats.get(cb_name) in ("Bfp8_b", "Bfp4_b"):
+            raise TTUnsupportedError(f"{what}: rows of block-float tensor {region.buffer.name} at row offset "
+                                     f"{region.mins[0]}, which is not a multiple of 32", construct=what,
+                                     source=self.src, fix="move block-float tensors in whole 32x32 tiles")
+
+    def offset_rows_read(self, region, target: tirx.Buffer, what: str, note: str):
+        """The ``offset_rows`` op filling ``target``'s CB with ``region``'s rows (its format the tensor's): rows at
+        or past the view's row count (a T.dynamic count is the kernels' runtime argument) read zeros."""
+        self.tensor_cb_format(region.buffer, target.name, "input", (0, TILE, 0, TILE), what)
+        self._refuse_block_float_rows(target.name, region, what)
+        rows, cols = (int(e) for e in region.extents)
+        return call(TTOps.offset_rows, self.cb_index_placeholder(target), self.tensor_index(region.buffer),
+                    region.mins[0], rows, self.plain.simplify(tirx.floordiv(region.mins[1], TILE)),
+                    max(1, cols // TILE), region.buffer.shape[0],
+                    tirx.StringImm(self.gather_scratch_cb(region.buffer)), note=note)
+
+    def lower_offset_rows(self, src, target: tirx.Buffer, what: str, note: str):
+        """``T.copy(X[r0:r0 + bm, c0:c0 + bn], x)`` with ``r0`` not a multiple of 32: the rows straddle tile rows
+        of X, so the reader moves each row's face-row segments into its row of the block (``offset_rows``, through
+        the gather scratch CB as a row gather does); rows past X's last read zeros."""
+        rows, cols = (int(e) for e in src.extents)
+        self._check_block(target, rows // TILE, cols // TILE, what)
+        self.placements.pop(target.name, None)
+        return self.offset_rows_read(src, target, what, note)
+
+    def lower_write_rows(self, source, src, dst, what: str, note: str, valid_rows):
+        """The rows of a tile buffer stored at an element row offset: compute packs them into a staging CB of the
+        tensor's dtype, the writer scatters its rows (``write_rows``)."""
+        self.check_whole(src, what)
+        rows, cols = (int(e) for e in dst.extents)
+        self._check_block(source, rows // TILE, cols // TILE, what)
+        if any(x is not None for x in self.placements.get(source.name, (None, None))):
+            raise TTUnsupportedError(f"{what}: {source.name} holds a block smaller than a tile", construct=what,
+                                     source=self.src, fix="store whole 32x32 tiles at a row offset")
+        shape = static_shape(source)
+        out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
+        self.cbs[out.name].producer.add("compute")
+        self.cbs[out.name].consumer.add("writer")
+        self.cb(source).consumer.add("compute")
+        self.inherit(out.name, source.name)
+        self.tensor_cb_format(dst.buffer, out.name, "output", (0, TILE, 0, TILE), what)
+        self._refuse_block_float_rows(out.name, dst, what)
+        count = dst.buffer.shape[0]
+        if valid_rows is None:
+            bound = tirx.IntImm("int32", rows)
+        else:   # the guard's bound may read int32 tensors too (a sequence length from cu_seqlens)
+            bound = self.index_loads(Region(dst.buffer, (valid_rows,), (1,), 2), "writer", what).mins[0]
+        return tirx.SeqStmt([
+            call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, [0, 0]), note=note),
+            call(TTOps.write_rows, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), dst.mins[0], rows,
+                 self.plain.simplify(tirx.floordiv(dst.mins[1], TILE)), cols // TILE, count,
+                 self.plain.simplify(bound), note=note)])
+
+    def row_store(self, loops, store: tirx.BufferStore, what: str, note: str):
+        """``Y[r0 + i, c0 + j] = x[i, j]`` over the whole of tile buffer ``x`` with ``r0`` not known to be a multiple
+        of 32 (a varlen sequence's rows), optionally guarded ``if e + i < n`` (PredicateParallelTT's ``Select``
+        keeping Y's element): the T.copy it spells, whose first ``n - e`` rows are written (``write_rows``); a
+        computed value (``acc[i, j] * W[r0 + i]``) is computed into a fragment first. None for any other store
+        (never a read-modify-write of rows another block may own)."""
+        if len(loops) != 2 or not is_global(store.buffer) or len(store.indices) != 2:
+            return None
+        i, j = (lp.loop_var for lp in loops)
+        value, valid = store.value, None
+        if isinstance(value, tirx.Select):
+            keep = value.false_value
+            if not (isinstance(keep, tirx.BufferLoad) and keep.buffer.same_as(store.buffer) and all(
+                    self.analyzer.can_prove(a == b) for a, b in zip(keep.indices, store.indices))):
+                return None
+            valid = _leading_rows(value.condition, i, j, self.analyzer)
+            if valid is None:
+                return None
+            value = value.true_value
+        if isinstance(value, tirx.Cast) and value.dtype == store.buffer.dtype:   # the packer converts
+            value = value.value
+        computed = not (isinstance(value, tirx.BufferLoad) and not is_global(value.buffer) and len(value.indices) == 2
+                        and value.indices[0].same_as(i) and value.indices[1].same_as(j))
+        offsets = []
+        for ix, var, other in ((store.indices[0], i, j), (store.indices[1], j, i)):
+            off = affine_offset(ix, var, self.analyzer)
+            if off is None or any(v.same_as(other) for v in free_vars(off)):
+                return None
+            offsets.append(off)
+        extents = tuple(tirx.IntImm("int32", int(lp.extent)) for lp in loops)
+        if not computed and tuple(int(e) for e in extents) != tuple(static_shape(value.buffer)):
+            return None
+        dst = Region(store.buffer, tuple(offsets), extents, 2)
+        if not self.offset_rows(dst):
+            return None
+        ops = []
+        if computed:    # the rows are computed into a fragment first (Y[r0 + i, j] = acc[i, j] * W[r0 + i])
+            rows = self.staging_buffer(store.buffer, *(int(e) for e in extents), "rows", dtype=value.dtype,
+                                       scope=SCOPE_FRAGMENT)
+            ops += self.lower_store(loops, tirx.BufferStore(rows, value, [i, j]), what)
+            value = tirx.BufferLoad(rows, [i, j])
+        src = Region(value.buffer, (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)), extents, 1)
+        ops.append(self.lower_copy_write(self.current(value.buffer), src, dst, what, note, valid_rows=valid))
+        return ops[0] if len(ops) == 1 else tirx.SeqStmt(ops)
+
+    def stage_offset_rows(self, region, note, before, what) -> tirx.Buffer:
+        """A block of a tensor at a row offset not known to be a multiple of 32 (``W[m_start + i]``, a per-row
+        weight of an MoE expert's rows): the reader moves each row into its row of the CB (``offset_rows``); a
+        block narrower than a tile keeps its columns where they are in the tile."""
+        rows, cols = (int(e) for e in region.extents)
+        tile = self.staging_buffer(region.buffer, rows, cols, "tile")
+        info = self.cbs[tile.name]
+        info.producer.add("reader")
+        info.consumer.add("compute")
+        if cols % TILE:
+            self.placement(tile.name, (0, TILE, self.plain.simplify(tirx.floormod(region.mins[1], TILE)), cols), what)
+        before.append(self.offset_rows_read(region, tile, what, note))
+        return tile
+
+
+def _leading_rows(cond, i, j, analyzer):
+    """``n`` when ``cond`` says ``i < n`` (``e + i < b``, ``i <= b``, ``b > i``, ... with ``n`` free of ``i`` and
+    ``j``): the guard keeps the first ``n`` rows; else None."""
+    if isinstance(cond, (tirx.GT, tirx.GE)):
+        cond = (tirx.LT if isinstance(cond, tirx.GT) else tirx.LE)(cond.b, cond.a)
+    if not isinstance(cond, (tirx.LT, tirx.LE)):
+        return None
+    diff = cond.a - cond.b              # cond: diff < 0 (LT) or diff <= 0 (LE)
+    rest = analyzer.simplify(diff - i)
+    if any(v.same_as(i) or v.same_as(j) for v in free_vars(rest)):
+        return None
+    bound = analyzer.simplify(0 - rest)  # i < -rest
+    return bound if isinstance(cond, tirx.LT) else analyzer.simplify(bound + 1)

@@ -17,36 +17,19 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import tirx
 
-from ..device import INT_OUTPUT_FORMATS, SCALAR_ELEMENT_FORMATS
+from ..device import INT_OUTPUT_FORMATS, SCALAR_ELEMENT_FORMATS, TILE_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
-from .common import (SCOPE_FRAGMENT, TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
+from .common import (SCOPE_FRAGMENT, affine_offset, free_vars, TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
                      tilelang_text, transform)
 
 INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
-
-
-INT_SCALAR_DTYPES = ("int32",)     # SCALAR_ELEMENT_FORMATS with no tile compute can broadcast
-
-
-def _vars_of(expr) -> list:
-    found = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(expr), lambda n: found.append(n) if isinstance(n, tirx.Var) else None)
-    return found
 
 
 def _loads_in(expr) -> list:
     found = []
     tirx.stmt_functor.post_order_visit(expr, lambda n: found.append(n) if isinstance(n, tirx.BufferLoad) else None)
     return found
-
-
-def _affine_offset(index, var, analyzer):
-    """``index - var`` when ``index`` is ``offset + var`` with ``offset`` free of ``var``, else None."""
-    offset = analyzer.simplify(index - var)
-    free = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(offset), lambda n: free.append(n) if isinstance(n, tirx.Var) and n.same_as(var) else None)
-    return None if free else offset
 
 
 def logical_as_selects(expr):
@@ -119,15 +102,15 @@ class ParallelLower:
         if not (isinstance(load, tirx.BufferLoad) and is_global(load.buffer) and is_global(buf)
                 and str(load.buffer.dtype) in INDEX_FORMATS and len(load.indices) == 2):
             return None
-        col_vars = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(indices[1]))]
+        col_vars = [v for v in vars_ if any(n.same_as(v) for n in free_vars(indices[1]))]
         pos0, step, row_var = [], [], None
         for k in load.indices:
-            used = [v for v in vars_ if any(n.same_as(v) for n in _vars_of(k))]
+            used = [v for v in vars_ if any(n.same_as(v) for n in free_vars(k))]
             if not used:
                 pos0.append(k)
                 step.append(0)
                 continue
-            off = _affine_offset(k, used[0], self.analyzer)
+            off = affine_offset(k, used[0], self.analyzer)
             if len(used) > 1 or off is None or row_var is not None or used[0] in col_vars:
                 return None
             row_var = used[0]
@@ -247,10 +230,11 @@ class ParallelLower:
                 return None
             if any(tvm.ir.structural_equal(node, x) for x in in_index):
                 return None
-            ids = [v for ix in node.indices for v in _vars_of(ix)]
+            ids = [v for ix in node.indices for v in free_vars(ix)]
             if any(v.same_as(lv) for v in ids for lv in vars_) or any(has_load(ix) for ix in node.indices):
                 return None
-            if str(node.buffer.dtype) not in INT_SCALAR_DTYPES and all(
+            integer = TILE_FORMATS[SCALAR_ELEMENT_FORMATS.get(str(node.buffer.dtype), "Float32")].kind == "int"
+            if not integer and all(
                     self.analyzer.can_prove(tirx.floormod(ix, TILE) == 0) for ix in node.indices):
                 return None     # a float element at a tile's origin: a broadcast tile (an integer one has no tile)
             if str(node.buffer.dtype) not in SCALAR_ELEMENT_FORMATS:
@@ -300,51 +284,6 @@ class ParallelLower:
             body = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, body)
         return nest.before + [body] + nest.after
 
-    def row_store(self, loops, store: tirx.BufferStore, what: str, note: str):
-        """``Y[r0 + i, c0 + j] = x[i, j]`` over the whole of tile buffer ``x`` with ``r0`` not known to be a multiple
-        of 32 (a varlen sequence's rows), optionally guarded ``if e + i < n`` (PredicateParallelTT's ``Select``
-        keeping Y's element): the T.copy it spells, whose first ``n - e`` rows are written (``write_rows``); a
-        computed value (``acc[i, j] * W[r0 + i]``) is computed into a fragment first. None for any other store
-        (never a read-modify-write of rows another block may own)."""
-        if len(loops) != 2 or not is_global(store.buffer) or len(store.indices) != 2:
-            return None
-        i, j = (lp.loop_var for lp in loops)
-        value, valid = store.value, True
-        if isinstance(value, tirx.Select):
-            keep = value.false_value
-            if not (isinstance(keep, tirx.BufferLoad) and keep.buffer.same_as(store.buffer) and all(
-                    self.analyzer.can_prove(a == b) for a, b in zip(keep.indices, store.indices))):
-                return None
-            valid = _leading_rows(value.condition, i, j, self.analyzer)
-            if valid is None:
-                return None
-            value = value.true_value
-        if isinstance(value, tirx.Cast) and value.dtype == store.buffer.dtype:   # the packer converts
-            value = value.value
-        computed = not (isinstance(value, tirx.BufferLoad) and not is_global(value.buffer) and len(value.indices) == 2
-                        and value.indices[0].same_as(i) and value.indices[1].same_as(j))
-        offsets = []
-        for ix, var, other in ((store.indices[0], i, j), (store.indices[1], j, i)):
-            off = _affine_offset(ix, var, self.analyzer)
-            if off is None or any(v.same_as(other) for v in _vars_of(off)):
-                return None
-            offsets.append(off)
-        extents = tuple(tirx.IntImm("int32", int(lp.extent)) for lp in loops)
-        if not computed and tuple(int(e) for e in extents) != tuple(static_shape(value.buffer)):
-            return None
-        dst = Region(store.buffer, tuple(offsets), extents, 2)
-        if not self.offset_rows(dst):
-            return None
-        ops = []
-        if computed:    # the rows are computed into a fragment first (Y[r0 + i, j] = acc[i, j] * W[r0 + i])
-            rows = self.staging_buffer(store.buffer, *(int(e) for e in extents), "rows", dtype=value.dtype,
-                                       scope=SCOPE_FRAGMENT)
-            ops += self.lower_store(loops, tirx.BufferStore(rows, value, [i, j]), what)
-            value = tirx.BufferLoad(rows, [i, j])
-        src = Region(value.buffer, (tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)), extents, 1)
-        ops.append(self.lower_copy_write(self.current(value.buffer), src, dst, what, note, valid_rows=valid))
-        return ops[0] if len(ops) == 1 else tirx.SeqStmt(ops)
-
     def split_indices(self, nest: _Nest, buf, indices) -> list:
         """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
         what = nest.what
@@ -357,7 +296,7 @@ class ParallelLower:
             tirx.stmt_functor.post_order_visit(tirx.Evaluate(ix), lambda n: loads.append(n)
                                                if isinstance(n, tirx.BufferLoad) else None)
             block_constant = is_global(buf) and not any(
-                v.same_as(lv) for ld in loads for x in ld.indices for v in _vars_of(x) for lv in nest.vars_)
+                v.same_as(lv) for ld in loads for x in ld.indices for v in free_vars(x) for lv in nest.vars_)
             if loads and not block_constant:     # an element per row: a gather; one per block is an offset
                 gather = self.gather_index(buf, ix, indices, nest.vars_, what) if not dims else None
                 if gather is None:
@@ -369,14 +308,14 @@ class ParallelLower:
                             "offset (X[Idx[b] * 32, 0])")
                 dims.append(gather)
                 continue
-            used = [v for v in nest.vars_ if any(n.same_as(v) for n in _vars_of(ix))]
+            used = [v for v in nest.vars_ if any(n.same_as(v) for n in free_vars(ix))]
             if not used:
                 dims.append((None, ix))
                 continue
             v = used[0]
-            off = _affine_offset(ix, v, self.plain)
+            off = affine_offset(ix, v, self.plain)
             if off is None:
-                off = _affine_offset(ix, v, self.analyzer)
+                off = affine_offset(ix, v, self.analyzer)
             if len(used) > 1 or off is None:
                 raise TTUnsupportedError(f"index {list(indices)} of {buf.name} is not (offset + i, offset + j)",
                                          construct=what, source=self.src,
@@ -626,26 +565,6 @@ class ParallelLower:
         nest.staged[key] = tile
         return tile
 
-    def stage_offset_rows(self, region, note, before, what) -> tirx.Buffer:
-        """A block of a tensor at a row offset not known to be a multiple of 32 (``W[m_start + i]``, a per-row
-        weight of an MoE expert's rows): the reader moves each row into its row of the CB (``offset_rows``); a
-        block narrower than a tile keeps its columns where they are in the tile."""
-        rows, cols = (int(e) for e in region.extents)
-        tile = self.staging_buffer(region.buffer, rows, cols, "tile")
-        info = self.cbs[tile.name]
-        info.producer.add("reader")
-        info.consumer.add("compute")
-        col = region.mins[1]
-        if cols % TILE:
-            self.placement(tile.name, (0, TILE, self.plain.simplify(tirx.floormod(col, TILE)), cols), what)
-        self.tensor_cb_format(region.buffer, tile.name, "input", (0, TILE, 0, TILE), what)
-        self._refuse_block_float_rows(tile.name, region, what)
-        before.append(call(TTOps.offset_rows, self.cb_index_placeholder(tile), self.tensor_index(region.buffer),
-                           region.mins[0], rows, self.plain.simplify(tirx.floordiv(col, TILE)),
-                           max(1, cols // TILE), region.buffer.shape[0],
-                           tirx.StringImm(self.gather_scratch_cb(region.buffer)), note=note))
-        return tile
-
     def tile_window(self, buf, dims, window, shape) -> bool:
         """Whether ``buf`` indexed by ``dims`` over ``window`` is a tile-aligned window of it other than the whole
         buffer: whole tiles per axis, at offsets that are multiples of 32, inside the buffer."""
@@ -660,7 +579,7 @@ class ParallelLower:
         (each element's row or column within its tile; the tile's own offset is added per tile). Indices of
         buffer accesses are left alone."""
         axis_of = [(v, k) for k, (v, _) in enumerate(dst_dims) if v is not None]
-        used = [v for v in _vars_of(transform(tirx.Evaluate(value), lambda n: tirx.const(0, n.dtype),
+        used = [v for v in free_vars(transform(tirx.Evaluate(value), lambda n: tirx.const(0, n.dtype),
                                               ["tirx.BufferLoad"]).value) if any(v.same_as(lv) for lv in vars_)]
         if not used:
             return value
@@ -732,19 +651,3 @@ class ParallelLower:
                     f"{name} sits at {['row', 'column'][axis]} {h} of its tiles but {dst} at {w}: element-wise "
                     "operands smaller than a tile must share their place in the tile", construct=what,
                     source=self.src, fix="read the operands at offsets that agree modulo 32 (e.g. the same rows)")
-
-
-def _leading_rows(cond, i, j, analyzer):
-    """``n`` when ``cond`` says ``i < n`` (``e + i < b``, ``i <= b``, ``b > i``, ... with ``n`` free of ``i`` and
-    ``j``): the guard keeps the first ``n`` rows; else None."""
-    if isinstance(cond, (tirx.GT, tirx.GE)):
-        cond = (tirx.LT if isinstance(cond, tirx.GT) else tirx.LE)(cond.b, cond.a)
-    if not isinstance(cond, (tirx.LT, tirx.LE)):
-        return None
-    diff = cond.a - cond.b              # cond: diff < 0 (LT) or diff <= 0 (LE)
-    rest = analyzer.simplify(diff - i)
-    if any(v.same_as(i) or v.same_as(j) for v in _vars_of(rest)):
-        return None
-    bound = analyzer.simplify(0 - rest)  # i < -rest
-    return bound if isinstance(cond, tirx.LT) else analyzer.simplify(bound + 1)
-
