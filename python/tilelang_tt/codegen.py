@@ -127,6 +127,8 @@ def _buffers(ctx: KernelContext, program) -> list:
     reader = kernel_tensors(ctx, program, "reader")
     reads = [i for i in {*reader, *kernel_tensors(ctx, program, "writer")} if i not in writes or i in reader]
     index_only = _index_only_tensors(program)
+    config = records.compute(ctx.func)
+    fp32_pages = set(config.float16_results or ()) if config is not None else set()
     out = []
     for i, buf in ctx.tensors:
         shape = ctx.shape(buf)     # the 2-D view TilePadTT tiles the tensor as
@@ -139,6 +141,8 @@ def _buffers(ctx: KernelContext, program) -> list:
                             f"tensor {buf.name}", ctx.src)
         if str(buf.dtype) in NARROW_INDEX_DTYPES and io == "input" and ctx.tensor_names[i] in index_only:
             fmt = TILE_FORMATS["Int32"]     # an int8 block mask read only as elements: Int32 words, as bool masks
+        if buf.name in fp32_pages:           # float16 results of an fp32 DST: Float32 pages the host rounds to float16
+            fmt = TILE_FORMATS["Float32"]
         shard = {k: (list(map(str, v)) if not isinstance(v, str) else v) if k != "axis" else [int(a) for a in v]
                  for k, v in stored.as_dict().items()}
         out.append({"name": ctx.tensor_names[i], "param_index": i, "shape": list(logical), "view": list(shape),

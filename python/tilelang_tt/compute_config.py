@@ -23,10 +23,42 @@ import tvm
 from tvm import tirx
 
 from . import attrs
+from .device import CB_INT_FORMATS
 from .errors import TTAnnotationError
 from .target import MATH_FIDELITIES
 
 _BLOCK_FLOAT = ("bfp8", "bfp4", "bfloat8_b", "bfloat4_b")
+
+
+def _float32_math(body) -> bool:
+    """True when a value stored in the body is computed with float32 arithmetic (a float32 operation anywhere in a
+    stored expression; loads of 16-bit buffers and 16-bit constants alone are not)."""
+    found = []
+
+    def visit(n):
+        if isinstance(n, tirx.BufferStore) and not found:
+            def inner(e):
+                if isinstance(e, tirx.PrimExpr) and not isinstance(e, (tirx.BufferLoad, tirx.FloatImm, tirx.IntImm,
+                                                                       tirx.Var)) and str(e.dtype) == "float32":
+                    found.append(e)
+            tirx.stmt_functor.post_order_visit(tirx.Evaluate(n.value), inner)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    return bool(found)
+
+
+def dst_holds_fp32(cbs, body, config) -> bool:
+    """fp32_dest_acc_en of a kernel whose CB table is ``cbs`` (records.CircularBuffer values) and body ``body``: the
+    choice of ``config`` (records.Compute: annotation or target option) when made; else on whenever compute touches
+    a float32 CB, a stored value is computed in float32 on 16-bit data (``T.Cast("float32", x_bf16[i, j])``, a
+    float32 scalar parameter: a 16-bit DST would round every intermediate to the CBs' format), or an integer tile
+    passes DST (the LLK asserts fp32_dest_acc_en for Int8/UInt8/Int32: llk_unpack_common.h, llk_math_common.h)."""
+    chosen = config.fp32_dest_acc if config is not None else None
+    if chosen is not None:
+        return bool(chosen)
+    in_compute = [cb for cb in cbs if "compute" in list(cb.producer) + list(cb.consumer)]
+    return (any(str(cb.dtype) == "float32" or cb.format in CB_INT_FORMATS for cb in in_compute)
+            or _float32_math(body))
 
 
 def check_choice(math_fidelity, fp32_dest_acc, construct: str, packer_l1_acc=None, allow_tf32=None,
@@ -298,7 +330,8 @@ def precision(program, fp32_acc: bool, resolved) -> dict:
     """The plan's ``precision`` (``resolved``: the kernel's ``records.Compute``): ``allow_tf32`` and who chose it; per kind of operation with float32 data in the
     compute kernel ("reduce", "matmul", "eltwise") the least exact path any of its calls takes (``PRECISION_PATHS``);
     ``float32_operands``: how Float32 CBs reach SrcA/SrcB in this kernel; ``float16_pack``: "bf16" when a Float16
-    CB is packed from an fp32 DST (8 significant bits: TT_KERNEL_PATTERNS.md 5b; tt-sim models it); ``dst``: the
+    CB is packed from an fp32 DST (8 significant bits: TT_KERNEL_PATTERNS.md 5b; tt-sim models it); ``float16_results``:
+    the float16 tensors written as Float32 pages the host rounds (what avoids that loss for results); ``dst``: the
     width of DST's values ("fp32" with fp32_dest_acc_en, else "16-bit": every intermediate rounded to 16 bits)."""
     from .intrinsics import CALLS
     from .ttir import CB, calls
@@ -334,6 +367,8 @@ def precision(program, fp32_acc: bool, resolved) -> dict:
            "dst": "fp32" if fp32_acc else "16-bit"}
     if fp16_pack:
         out["float16_pack"] = "bf16"
+    if resolved.float16_results:     # MemorySpaceLowerTT: Float32 pages the host rounds to float16
+        out["float16_results"] = list(resolved.float16_results)
     if resolved.fp16_in1_split:      # Float16OperandsTT: every bit of a float16 in1 multiplied, in two matmuls
         out["float16_in1"] = "split"
     elif resolved.fp16_in1_unsplit:  # the split would not fit: in1 keeps 10 bits, warned with the reason

@@ -74,6 +74,10 @@ class _Record:
     def as_dict(self) -> dict:
         return {f: getattr(self, f) for f in self._fields if f not in self._optional or getattr(self, f) is not None}
 
+    def replace(self, **changes):
+        """A copy with ``changes`` (an optional field set to None is dropped)."""
+        return type(self)(**{**{f: getattr(self, f) for f in self._fields}, **changes})
+
     def __eq__(self, other):
         return other.__class__ is self.__class__ and self.as_dict() == other.as_dict()
 
@@ -162,10 +166,11 @@ class Compute(_Record):
     from the data), packer L1 accumulation, TF32 operands, and who chose the fidelity and TF32;
     ``allow_fp16_reduced``: T.gemm may multiply 10 of a float16 in1's 11 bits (else Float16OperandsTT splits it);
     ``fp16_in1_split``: the in1 buffers Float16OperandsTT split (absent when none); ``fp16_in1_unsplit``: why it
-    left a kernel that needed the split unsplit (the split does not fit)."""
+    left a kernel that needed the split unsplit (the split does not fit); ``float16_results``: the float16 tensors
+    MemorySpaceLowerTT gave Float32 pages (results of an fp32 DST the host rounds to float16)."""
     _fields = ("math_fidelity", "fp32_dest_acc", "math_fidelity_source", "packer_l1_acc", "allow_tf32",
-               "allow_tf32_source", "allow_fp16_reduced", "fp16_in1_split", "fp16_in1_unsplit")
-    _optional = ("fp32_dest_acc", "fp16_in1_split", "fp16_in1_unsplit")
+               "allow_tf32_source", "allow_fp16_reduced", "fp16_in1_split", "fp16_in1_unsplit", "float16_results")
+    _optional = ("fp32_dest_acc", "fp16_in1_split", "fp16_in1_unsplit", "float16_results")
 
 
 class CircularBuffer(_Record):
@@ -179,10 +184,6 @@ class CircularBuffer(_Record):
                "page_size", "block_tiles", "depth_blocks", "num_pages", "bytes", "constant", "residency",
                "subblock", "accumulate", "band")
     _optional = ("constant", "residency", "subblock", "accumulate", "band")
-
-    def replace(self, **changes) -> "CircularBuffer":
-        """A copy with ``changes`` (an optional field set to None is dropped)."""
-        return CircularBuffer(**{**{f: getattr(self, f) for f in self._fields}, **changes})
 
 
 def _get(func, key):

@@ -124,9 +124,9 @@ CORPUS = [
      ".fp32_dest_acc_en = true,", ".fp32_dest_acc_en = false,", 1,
      r"ComputeConfig of \S*kernels/compute.cpp: unpack_to_dest_mode\[24\] is UnpackToDestFp32 without "
      r"fp32_dest_acc_en"),
-    ("missing_pack_reconfig", "gemm", "kernels/compute.cpp",
-     "pack_reconfig_data_format(cb_C_shared);", "", None,
-     r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile into CB 16 \(Float16\) but the packer is configured for Float32; "
+    ("missing_pack_reconfig", "int", "kernels/compute.cpp",
+     "pack_reconfig_data_format(cb_Idx_out);", "", None,
+     r"compute kernel \S*kernels/compute.cpp:\d+: pack_tile into CB 16 \(Int32\) but the packer is configured for Float32; "
      r"call pack_reconfig_data_format first"),
     ("cbs_over_l1_budget", "add", "host.cpp",
      "CircularBufferConfig(4096, {{16,", "CircularBufferConfig(1600000, {{16,", 1,

@@ -48,6 +48,7 @@ from .. import records
 from ..records import CircularBuffer, put_cbs
 from ..device import TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTResourceError, TTUnsupportedError
+from ..compute_config import dst_holds_fp32
 from ..formats import tile_format
 from ..intrinsics import TTOps, call
 from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load, is_global,
@@ -541,27 +542,82 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
                 constant=f"index{INDEX_TILES.index(name)}" if name in INDEX_TILES else None,
                 page_size=fmt.tile_bytes, block_tiles=block_tiles, depth_blocks=depth, num_pages=depth * block_tiles,
                 bytes=depth * block_tiles * fmt.tile_bytes)
-        return self._widen_float16_intermediates(table)
+        return table
 
-    def _widen_float16_intermediates(self, table: dict) -> dict:
-        """float16 fragments compute produces and consumes, in a kernel whose DST will hold fp32 (a float32 CB in
-        compute: TensorizeTT's rule), are held as Float32: the 0.81 pack configuration packs an fp32 DST into a
-        Float16 CB through bfloat16, 8 of float16's 11 significant bits (TT_KERNEL_PATTERNS.md 5b), at every
-        update of the fragment. Float32 keeps every bit; where a matmul or the FPU reads it, the unpacker narrows
-        it to FP16 (the kernel has Float16 CBs). Only while the CBs still fit L1."""
-        config = records.compute(self.func)
-        if config is not None and config.fp32_dest_acc is False:
-            return table
-        if not any(e.dtype == "float32" and "compute" in e.producer + e.consumer for e in table.values()):
-            return table
+    def widen_float16(self, table: dict, body) -> tuple[dict, list[str]]:
+        """In a kernel whose DST holds fp32 (``compute_config.dst_holds_fp32``), the 0.81 pack configuration packs
+        into a Float16 CB through bfloat16: 8 of float16's 11 significant bits (TT_KERNEL_PATTERNS.md 5b). So
+
+        * float16 fragments compute produces and consumes are held as Float32 (every bit kept; where a matmul or
+          the FPU reads one, the unpacker narrows it to FP16, as the kernel has Float16 CBs);
+        * a float16 tensor the kernel only writes (never read by the data-movement kernels) gets Float32 pages,
+          and so do the CBs its results are packed into: the host rounds the values to float16 when it reads the
+          tensor back (nearest-even, as ``torch.Tensor.half()`` and a GPU's store do).
+
+        Only while the CBs still fit L1, results first. Returns the table and the names of the tensors whose
+        pages became Float32."""
+        if not dst_holds_fp32(table.values(), body, records.compute(self.func)):
+            return table, []
         wide = TILE_FORMATS["Float32"]
-        widened = {name: e.replace(format=wide.name, page_size=wide.tile_bytes, bytes=e.num_pages * wide.tile_bytes)
-                   for name, e in table.items() if e.role == "intermediate" and e.format == "Float16"
-                   and e.producer == ["compute"] and e.consumer == ["compute"]}
-        out = {**table, **widened}
-        if sum(e.bytes for e in out.values()) > self.device.l1_usable_bytes:
-            return table
-        return out
+
+        def widened(entries):
+            return {name: table[name].replace(format=wide.name, page_size=wide.tile_bytes,
+                                              bytes=table[name].num_pages * wide.tile_bytes) for name in entries}
+
+        def fits(t):
+            return sum(e.bytes for e in t.values()) <= self.device.l1_usable_bytes
+
+        results = _float16_results(body, table, {i: b for i, b in self.params.values()})
+        out = {**table, **widened({cb for cbs in results.values() for cb in cbs})}
+        if not fits(out):
+            out, results = table, {}
+        inner = widened(name for name, e in table.items() if e.role == "intermediate" and e.format == "Float16"
+                        and e.producer == ["compute"] and e.consumer == ["compute"])
+        if fits({**out, **inner}):
+            out = {**out, **inner}
+        return out, sorted(results)
+
+
+# The tensor argument positions of the TT ops that name a tensor (a parameter index), and the two that write one
+# from the CB in their argument 0.
+_TENSOR_ARGS = ((TTOps.read_block, (1,)), (TTOps.write_block, (1,)), (TTOps.gather_rows, (1, 2)),
+                (TTOps.im2col_rows, (1,)), (TTOps.offset_rows, (1,)), (TTOps.write_rows, (1,)),
+                (TTOps.index_load, (0,)))
+_TENSOR_WRITES = (TTOps.write_block, TTOps.write_rows)
+
+
+def _float16_results(body, table: dict, tensors: dict) -> dict[str, set]:
+    """The float16 tensors (``tensors``: parameter index -> buffer) the lowered ``body`` writes and never reads,
+    each with the CBs (names; Float16, produced by compute) its writes drain. A tensor any of whose CBs is not such
+    a CB, or whose CB also drains another tensor, is left out."""
+    writes, touched = {}, set()
+
+    def visit(n):
+        if not isinstance(n, tirx.Call):
+            return
+        for op, positions in _TENSOR_ARGS:
+            if n.op.same_as(op):
+                for p in positions:
+                    index = int(n.args[p])
+                    if any(n.op.same_as(w) for w in _TENSOR_WRITES):
+                        writes.setdefault(index, set()).add(n.args[0].value)
+                    else:
+                        touched.add(index)
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    drains = {}
+    for index, names in writes.items():
+        for name in names:
+            drains.setdefault(name, set()).add(index)
+    out = {}
+    for index, names in writes.items():
+        buf = tensors[index]
+        if index in touched or str(buf.dtype) != "float16":
+            continue
+        if all(name in table and table[name].format == "Float16" and "compute" in table[name].producer
+               and drains[name] == {index} for name in names):
+            out[buf.name] = names
+    return out
 
 
 REDUCE_KINDS = {"sum", "max", "min", "abssum", "absmax"}
@@ -594,9 +650,13 @@ def memory_space_lower(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimF
     check_int_ranges(func, source_of(func))
     lowerer = _Lowerer(func, device)
     body = lowerer.lower(func.body, 2)
-    table = lowerer.cb_table()
+    table, results = lowerer.widen_float16(lowerer.cb_table(), body)
     body = _resolve_names(body, table)
-    return put_cbs(func.with_body(body), table)
+    func = put_cbs(func.with_body(body), table)
+    if results:
+        config = records.compute(func)
+        func = records.put_compute(func, config.replace(float16_results=results))
+    return func
 
 
 def MemorySpaceLowerTT(device: DeviceProfile):

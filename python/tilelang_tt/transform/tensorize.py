@@ -34,7 +34,7 @@ from tvm.ir import Op
 from .. import attrs, records
 from ..device import CB_INT_FORMATS, TILE_INT_AS_FLOAT, DeviceProfile
 from ..errors import TTUnsupportedError
-from ..compute_config import exact_reduce
+from ..compute_config import dst_holds_fp32, exact_reduce
 from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
 from .common import SCALER, is_scalar, strip_cast, visit as walk, TileOps, const_value, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
@@ -77,23 +77,6 @@ def dst_slots(expr) -> int:
     return max(1, max(max(dst_slots(x), 1 if select else 0) + i for i, x in enumerate(operands)))
 
 
-def _float32_math(body) -> bool:
-    """True when a value stored in the body is computed with float32 arithmetic (a float32 operation anywhere in a
-    stored expression; loads of 16-bit buffers and 16-bit constants alone are not)."""
-    found = []
-
-    def visit(n):
-        if isinstance(n, tirx.BufferStore) and not found:
-            def inner(e):
-                if isinstance(e, tirx.PrimExpr) and not isinstance(e, (tirx.BufferLoad, tirx.FloatImm, tirx.IntImm,
-                                                                       tirx.Var)) and str(e.dtype) == "float32":
-                    found.append(e)
-            tirx.stmt_functor.post_order_visit(tirx.Evaluate(n.value), inner)
-
-    tirx.stmt_functor.post_order_visit(body, visit)
-    return bool(found)
-
-
 def _operands(e):
     if isinstance(e, tirx.Call):
         return list(e.args)
@@ -110,16 +93,9 @@ class _Tensorizer:
         self.src = source_of(func)
         self.device = device
         self.cb = records.cbs(func)
-        # DST keeps fp32 only with fp32_dest_acc_en: on whenever compute touches a float32 CB.
-        self.fp32_acc = any(str(v.dtype) == "float32" and "compute" in list(v.producer) + list(v.consumer)
-                            for v in self.cb.values())
-        # ... and whenever a T.Parallel computes in float32 on 16-bit data (T.Cast("float32", x_bf16[i, j]), a float32
-        # scalar parameter): a 16-bit DST would round every intermediate value to the CBs' 16-bit format
-        self.fp32_acc = self.fp32_acc or _float32_math(func.body)
         config = records.compute(func)
         chosen = config.fp32_dest_acc if config is not None else None
-        if chosen is not None:      # T.annotate_tt_compute / target option (compute_config.py)
-            self.fp32_acc = bool(chosen)
+        self.fp32_acc = dst_holds_fp32(self.cb.values(), func.body, config)
         # an integer tile reaches DST as 32-bit integers: the LLK asserts fp32_dest_acc_en when the unpacker or
         # math is configured for Int8/UInt8/Int32 (llk_unpack_common.h, llk_math_common.h in 0.81.1)
         ints = sorted(k for k, v in self.cb.items() if self.is_int(k) and "compute" in
@@ -130,8 +106,6 @@ class _Tensorizer:
                 f"compute: TT moves integer tiles through DST as 32-bit values, which needs fp32 DST accumulation",
                 construct="T.annotate_tt_compute(fp32_dest_acc=False)", source=self.src,
                 fix="drop fp32_dest_acc=False, or cast the data to a float dtype before the kernel")
-        if ints:
-            self.fp32_acc = True
         # float32 reductions on the FPU (TF32 operands) only when allowed (compute_config.exact_reduce)
         self.allow_tf32 = bool(config.allow_tf32) if config is not None else False
         self.cap = device.dst_capacity(self.fp32_acc)
