@@ -333,6 +333,15 @@ def _gpu_only_import(root: Path, unit: Unit, name: str) -> str | None:
     return None
 
 
+def _missing_gpu_package(err: BaseException) -> str | None:
+    """The GPU-only package whose import ended the run, if one did."""
+    for e in _chain(err):
+        package = (e.name or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else None
+        if package in GPU_ONLY_PACKAGES:
+            return package
+    return None
+
+
 def _arch_reason(err: BaseException, root: Path, unit: Unit) -> str | None:
     marks = unit.marks + _source_markers(root, unit)
     for e in _chain(err):
@@ -381,6 +390,11 @@ def classify(err: BaseException | None, root: Path, unit: Unit) -> tuple[str, st
         warned = f" [warned: {'; '.join(w.lstrip('- ') for w in STATE.precision_warnings)}]" \
             if STATE.precision_warnings else " [no TTPrecisionWarning]"
         return "WRONG", _message(err) + _where(err, root, in_examples=True) + warned
+    package = _missing_gpu_package(err)
+    if package and STATE.checks and STATE.launches and STATE.failed_check is None:
+        # its checks passed; what stopped it afterwards is a GPU-only package it compares speed with
+        return "CORRECT", (f"{STATE.checks} check(s), {n} TT launch(es), {ms:.3f} ms modeled; then needs "
+                           f"{GPU_ONLY_PACKAGES[package]} (a GPU-only package), not run")
     tuning = "Auto-tuning failed" in str(err)
     if tuning and STATE.launches and STATE.failed_check is not None:
         return "WRONG", "the autotuner's check failed: " + _message(STATE.failed_check)

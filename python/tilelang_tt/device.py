@@ -109,6 +109,24 @@ INT_AS_FLOAT_LIMIT = 2 ** 24
 # TileLang dtype -> the format of an integer tensor the kernel writes (argmax / top-k indices)
 INT_OUTPUT_FORMATS: dict[str, str] = {"int32": "Int32"}
 
+# float8 (TileLang's fp8 GEMMs and quantisation kernels): TT has no float8 data format, but every float8_e4m3fn /
+# float8_e5m2 value is exact in bfloat16 (4 / 3 significant bits, exponents inside bfloat16's range). So the host
+# writes a float8 tensor the kernel reads as Float16_b pages, and the tile buffers the reader fills from it are
+# Float16_b: the FPU multiplies every bit of them at any fidelity (LoFi still takes 5 bits of SrcA, 7 of SrcB). A
+# float8 tensor the kernel writes gets Float32 pages (the fp32 DST's values, packed exactly), which the host rounds
+# to the float8 dtype as torch converts (nearest-even; e4m3fn saturates at +-448), as a GPU's cast rounds. Compute
+# never holds a value rounded to float8: a float8 tile buffer compute writes is Float32 and may only be copied on
+# to a float8 tensor. TileLang dtype -> the torch dtype of its tensors.
+FLOAT8_DTYPES: dict[str, str] = {"float8_e4m3fn": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
+                                 "float8_e5m2": "float8_e5m2"}
+FLOAT8_READ_FORMAT, FLOAT8_WRITE_FORMAT = "Float16_b", "Float32"
+
+
+def torch_dtype_name(dtype) -> str:
+    """The torch dtype (a ``torch`` attribute name) of a TileLang dtype's tensors."""
+    return FLOAT8_DTYPES.get(str(dtype), str(dtype))
+
+
 # TileLang dtype -> the format of an index tensor (block tables, expert offsets, gather indices): the data-movement
 # kernels read its elements from L1 into addresses (a 64-byte face row per element read, docs/usage.md "Indices from
 # tensors"); compute never unpacks it. Its pages and the reader's index CBs hold Int32 (4096-byte tiles).

@@ -1,7 +1,8 @@
 """TileLang dtypes <-> TT-Metalium data formats: a thin API over the hardware table in ``device.py``."""
 
-from .device import (BLOCK_FLOAT_STORAGE, FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS, READ_ONLY_FORMATS,
-                     STORAGE_TILE_FORMAT, TILE_FORMATS, TILE_INT_AS_FLOAT, DataFormat)
+from .device import (BLOCK_FLOAT_STORAGE, FLOAT8_DTYPES, FLOAT8_READ_FORMAT, FLOAT8_WRITE_FORMAT, FORMATS,
+                     INDEX_FORMATS, INT_OUTPUT_FORMATS, READ_ONLY_FORMATS, STORAGE_TILE_FORMAT, TILE_FORMATS,
+                     TILE_INT_AS_FLOAT, DataFormat)
 from .errors import TTUnsupportedError
 
 __all__ = ["FORMATS", "TILE_FORMATS", "DataFormat", "data_format", "tensor_format", "tile_format"]
@@ -12,6 +13,8 @@ def tile_format(dtype, construct: str = "dtype", source: str | None = None) -> D
     in (``device.TILE_INT_AS_FLOAT``)."""
     if str(dtype) in TILE_INT_AS_FLOAT:
         return TILE_FORMATS[TILE_INT_AS_FLOAT[str(dtype)]]
+    if str(dtype) in FLOAT8_DTYPES:      # as the reader fills it from a float8 tensor (compute-written: Float32)
+        return TILE_FORMATS[FLOAT8_READ_FORMAT]
     return data_format(dtype, construct, source)
 
 
@@ -45,6 +48,13 @@ def tensor_format(dtype, annotated: str | None, io: str, construct: str, source:
         if key == "int8" and io != "input":
             data_format(dtype, construct, source)   # the read-only error
         return TILE_FORMATS[STORAGE_TILE_FORMAT.get(annotated, annotated)]
+    if key in FLOAT8_DTYPES:
+        if io == "inout":
+            raise TTUnsupportedError(
+                f"float8 {construct} is read and written by the kernel: TT has no float8 format, so the host writes "
+                f"float8 inputs as bfloat16 pages and reads float8 results from float32 pages it rounds",
+                construct=construct, source=source, fix="write the results into a separate float8 tensor")
+        return TILE_FORMATS[FLOAT8_READ_FORMAT if io == "input" else FLOAT8_WRITE_FORMAT]
     if key in READ_ONLY_FORMATS and io == "input":
         return TILE_FORMATS[READ_ONLY_FORMATS[key]]
     if key in INDEX_FORMATS and io == "input":

@@ -17,6 +17,7 @@ from tilelang.jit.kernel import JITKernel
 from tilelang.transform.pass_config import normalize_pass_configs
 
 from ._tilelang_hooks import EXECUTION_BACKEND
+from .device import torch_dtype_name
 from .dims import bound_dims, dim_value
 from .errors import TTCallError, TTError
 from .sequence import SEQUENCE_FILE, SequenceArtifact
@@ -74,7 +75,7 @@ class TTKernelAdapter(BaseKernelAdapter):
             raise TTError(f"cannot allocate output {index} ({spec.name}): its shape [{', '.join(source)}] names "
                           f"{unbound}, which no input tensor's shape gives", construct="out_idx",
                           fix="pass the output tensor explicitly") from None
-        return torch.empty(shape, dtype=getattr(torch, str(spec.dtype)))
+        return torch.empty(shape, dtype=getattr(torch, torch_dtype_name(spec.dtype)))
 
     def run(self, *args, protocol_only: bool | None = None, backend: str | None = None):
         if self.options.compile_only:
@@ -227,7 +228,7 @@ def _check_dtype(spec: ParamSpec, dtype: str, is_numpy: bool) -> None:
     """TileLang's adapters take exactly the declared dtype; so do we, but for two lossless cases: NumPy's float32
     for bfloat16 (NumPy has none) and any integer dtype for an integer input (range-checked by the emulator,
     which also refuses floats there)."""
-    if dtype == spec.dtype or (is_numpy and dtype in _NUMPY_STAND_INS.get(spec.dtype, ())):
+    if dtype in (spec.dtype, torch_dtype_name(spec.dtype)) or (is_numpy and dtype in _NUMPY_STAND_INS.get(spec.dtype, ())):
         return
     if dtype.startswith("complex"):
         raise _call_error(spec, f"got a tensor of dtype {dtype} (its imaginary part would be lost)",

@@ -115,9 +115,10 @@ def allocate_intermediates(description: dict, dims: dict[str, int]) -> list:
     """Zeroed torch tensors for the intermediates (``dims``: symbolic dimension -> value, from the call)."""
     import torch
 
+    from .device import torch_dtype_name
     from .dims import dim_value
 
-    return [torch.zeros([int(dim_value(d, dims)) for d in t["shape"]], dtype=getattr(torch, t["dtype"]))
+    return [torch.zeros([int(dim_value(d, dims)) for d in t["shape"]], dtype=getattr(torch, torch_dtype_name(t["dtype"])))
             for t in description["intermediates"]]
 
 

@@ -22,6 +22,7 @@ import keyword
 import re
 import threading
 
+from .device import torch_dtype_name
 from .dims import bound_dims, dim_value
 from .errors import TTError
 
@@ -117,7 +118,7 @@ class _Signature:
 
         like = next((a for a in args if isinstance(a, torch.Tensor)), None)
         new = like.new_empty if like is not None else torch.empty
-        return [new(shape, dtype=getattr(torch, self.specs[i].dtype))
+        return [new(shape, dtype=getattr(torch, torch_dtype_name(self.specs[i].dtype)))
                 for i, shape in zip(self.outs, self.output_shapes(args))]
 
     def fake(self, *args):

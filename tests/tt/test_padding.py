@@ -87,9 +87,10 @@ def test_blocks_beyond_the_tensor_are_skipped():
     c = torch.empty(33, 1, dtype=torch.float16)
     kernel(a, b, c)
     ref = a.float() @ b.float()
-    # fp16 at HiFi4: SrcA's lowest mantissa bit is consumed by no fidelity phase (2^-10 of |a||b| per product), and
-    # the fp16 output of fp32 DST is packed through bf16 (TT_KERNEL_PATTERNS 5b: 2^-9 relative)
-    bound = 2**-9 * ref.abs() + 2**-10 * (a.float().abs() @ b.float().abs()) + 1e-6
+    # fp16 at HiFi4: SrcA's lowest mantissa bit is consumed by no fidelity phase unless in1 is split (2^-10 of
+    # |a||b| per product), and the fp16 result leaves the fp32 DST through Float32 pages the host rounds (2^-11)
+    bound = 2**-11 * ref.abs() + 2**-10 * (a.float().abs() @ b.float().abs()) + 1e-6
     assert ((c.float() - ref).abs() <= bound).all()
-    assert kernel.report["total"]["dram_write_bytes"] == 33 * 1 * 2   # exactly the valid fp16 elements
+    assert kernel.plan["precision"]["float16_results"] == ["C"]
+    assert kernel.report["total"]["dram_write_bytes"] == 33 * 1 * 4   # exactly the valid elements, Float32 pages
     np.testing.assert_array_equal(np.isfinite(c.float().numpy()), True)

@@ -15,7 +15,7 @@ import tvm
 from tvm import tirx
 
 from .. import records
-from ..device import FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS
+from ..device import FLOAT8_DTYPES, FORMATS, INDEX_FORMATS, INT_OUTPUT_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..formats import data_format, tensor_format
 from ..intrinsics import TTOps, call
@@ -66,7 +66,8 @@ class CopyLower:
             return False
         fmt = tensor_format(tensor.dtype, None, io, f"tensor {tensor.name}", self.src)
         have = data_format(buf.dtype, f"tile buffer {buf.name}", self.src)
-        if fmt is have or fmt.kind == "bfp" or FORMATS.get(str(tensor.dtype)) is not fmt:
+        stand_in = FORMATS.get(str(tensor.dtype)) is not fmt and str(tensor.dtype) not in FLOAT8_DTYPES
+        if fmt is have or fmt.kind == "bfp" or stand_in:
             return False
         if fmt.kind != "float" or have.kind != "float":
             raise TTUnsupportedError(

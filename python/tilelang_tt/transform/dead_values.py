@@ -23,7 +23,7 @@ from ..intrinsics import TTOps, tt_op_of
 from .common import prim_func_pass
 
 # (op, CB-index arguments it reads, CB-index arguments it writes); eltwise also reads its BufferLoad leaves
-_EFFECTS = ((TTOps.read_block, (), (0,)), (TTOps.write_block, (0,), ()), (TTOps.fill, (), (0,)),
+CB_EFFECTS = ((TTOps.read_block, (), (0,)), (TTOps.write_block, (0,), ()), (TTOps.fill, (), (0,)),
             (TTOps.matmul, (0, 1, 2), (2,)), (TTOps.eltwise, (), (0,)), (TTOps.transpose, (0,), (1,)),
             (TTOps.insert_window, (0, 1, 2), (0,)),
             (TTOps.reduce, (0, 1), (1, 5)), (TTOps.gather_rows, (), (0,)), (TTOps.im2col_rows, (), (0,)),
@@ -37,7 +37,7 @@ def _effects(stmt, index_of: dict):
     if found is None:
         return None
     op, c = found
-    for known, reads, writes in _EFFECTS:
+    for known, reads, writes in CB_EFFECTS:
         if op.same_as(known):
             read = {int(c.args[i]) for i in reads}
             if known.same_as(TTOps.eltwise):

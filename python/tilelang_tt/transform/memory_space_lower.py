@@ -46,14 +46,15 @@ from tvm import tirx
 
 from .. import records
 from ..records import CircularBuffer, put_cbs
-from ..device import TILE_FORMATS, DeviceProfile
+from ..device import FLOAT8_DTYPES, FLOAT8_WRITE_FORMAT, TILE_FORMATS, DeviceProfile
 from ..errors import TTLoweringError, TTResourceError, TTUnsupportedError
 from ..compute_config import dst_holds_fp32
 from ..formats import tile_format
-from ..intrinsics import TTOps, call
+from ..intrinsics import TTOps, call, tt_op_of
 from .common import (SCOPE_FRAGMENT, SCOPE_SHARED, TILE, TileOps, decode_region, describe, has_load, is_global,
-                     prim_func_pass, source_of, static_shape, tile_op_call, tile_shape_2d, tilelang_text)
+                     prim_func_pass, source_of, static_shape, strip_cast, tile_op_call, tile_shape_2d, tilelang_text)
 from .copy_lower import CopyLower
+from .dead_values import CB_EFFECTS
 from .int_range import check_int_ranges
 from .irregular_lower import IrregularLower
 from .parallel_lower import INDEX_TILES, ParallelLower, fold_constants
@@ -532,6 +533,8 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
             index = self._allocate_index(role, used)
             fmt = TILE_FORMATS[self.cb_formats[name]] if name in self.cb_formats else \
                 tile_format(buf.dtype, f"tile buffer {name}", self.src)
+            if str(buf.dtype) in FLOAT8_DTYPES and "compute" in info.producer:   # never rounded to float8 on chip
+                fmt = TILE_FORMATS[FLOAT8_WRITE_FORMAT]
             rows_e, cols_e = static_shape(buf, self.src)
             rows, cols = tile_shape_2d((rows_e, cols_e))
             block_tiles = rows * cols
@@ -584,6 +587,55 @@ _TENSOR_ARGS = ((TTOps.read_block, (1,)), (TTOps.write_block, (1,)), (TTOps.gath
                 (TTOps.im2col_rows, (1,)), (TTOps.offset_rows, (1,)), (TTOps.write_rows, (1,)),
                 (TTOps.index_load, (0,)))
 _TENSOR_WRITES = (TTOps.write_block, TTOps.write_rows)
+
+
+def _check_float8(body, table: dict, src) -> None:
+    """A float8 tile buffer compute writes holds fp32 values (device.FLOAT8_DTYPES: TT cannot round to float8), so
+    compute may only copy it on to another float8 tile buffer (T.copy(y_fp32, y_fp8) then T.copy(y_fp8, Y[...])):
+    the host rounds when it reads the float8 tensor. Any other compute read of it is refused."""
+    held = {name for name, e in table.items() if e.dtype in FLOAT8_DTYPES and "compute" in e.producer}
+    if not held:
+        return
+
+    bad: list[str] = []     # raised after the walk: an exception leaves a TVM visitor callback as a RuntimeError
+
+    def refuse(name):
+        raise TTUnsupportedError(
+            f"float8 tile buffer {name} is computed and then read by compute: TT has no float8 format, so it holds "
+            "the unrounded float32 values, which only a store to a float8 tensor rounds (on the host)",
+            construct=name, source=src,
+            fix="compute in float32 / bfloat16 and cast to float8 only in the copy to the float8 tensor")
+
+    def loads(e):
+        out = []
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda x: out.append(x.buffer.name)
+                                           if isinstance(x, tirx.BufferLoad) else None)
+        return out
+
+    def visit(n):
+        if isinstance(n, tirx.BufferStore):      # a T.Parallel nest TensorizeTT lowers later
+            copy = isinstance(strip_cast(n.value), tirx.BufferLoad) and str(n.buffer.dtype) in FLOAT8_DTYPES
+            bad.extend(name for name in ([] if copy else loads(n.value)) if name in held)
+            return
+        found = tt_op_of(tirx.Evaluate(n)) if isinstance(n, tirx.Call) else None
+        if found is None:
+            return
+        op, c = found
+        for known, reads, _ in CB_EFFECTS:
+            if not op.same_as(known):
+                continue
+            if known.same_as(TTOps.eltwise):
+                expr, dst = strip_cast(c.args[1]), c.args[0].value
+                copy = isinstance(expr, tirx.BufferLoad) and table[dst].dtype in FLOAT8_DTYPES
+                bad.extend([] if copy else [name for name in loads(c.args[1]) if name in held])
+            else:
+                bad.extend(c.args[i].value for i in reads if isinstance(c.args[i], tirx.StringImm)
+                           and c.args[i].value in held and not (op.same_as(TTOps.write_block)
+                                                                or op.same_as(TTOps.write_rows)))
+
+    tirx.stmt_functor.post_order_visit(body, visit)
+    if bad:
+        refuse(bad[0])
 
 
 def _float16_results(body, table: dict, tensors: dict) -> dict[str, set]:
@@ -650,7 +702,9 @@ def memory_space_lower(func: tirx.PrimFunc, device: DeviceProfile) -> tirx.PrimF
     check_int_ranges(func, source_of(func))
     lowerer = _Lowerer(func, device)
     body = lowerer.lower(func.body, 2)
-    table, results = lowerer.widen_float16(lowerer.cb_table(), body)
+    table = lowerer.cb_table()
+    _check_float8(body, table, source_of(func))
+    table, results = lowerer.widen_float16(table, body)
     body = _resolve_names(body, table)
     func = put_cbs(func.with_body(body), table)
     if results:
