@@ -32,7 +32,7 @@ Each unit is one of:
 * CLEAR: refused with a tilelang-tt error (a ``TTError`` subclass);
 * UNSUPPORTED-ARCH: CUDA-specific by design, by a marker: TileLang's test requires compute capability >= 9,
   the source uses WGMMA / TMA / tcgen05 / warp specialisation / mbarriers / PTX, MMA-emitter or MFMA intrinsics /
-  clusters / an fp8 tensor-core GEMM, the folder is AMD's, it asks torch.cuda or TileLang's carver for the GPU, or
+  clusters, the folder is AMD's, it asks torch.cuda or TileLang's carver for the GPU, or
   it needs a GPU-only package (triton, ...). CORRECT and WRONG outrank these markers;
 * UNCLEAR: anything else (a raw traceback, a timeout, a crash).
 """
@@ -74,7 +74,6 @@ SOURCE_MARKERS = (
     (r"\bk_pack\s*=", "AMD MFMA operand packing (T.gemm k_pack=)"),
     (r"target\s*=\s*[\"'](cuda|hip)\b", "compiles for a target it names (target=\"cuda\" / \"hip\")"),
 )
-FP8_GEMM = (r"float8|e4m3|e5m2", r"\bT\.gemm\w*\(")
 CUDA_MESSAGES = ("CUDA is not available", "CUDA is required", "requires CUDA", "Torch not compiled with CUDA",
                  "Cannot find cuda device", "GPU Device is not detected", "Failed to get device properties",
                  "No CUDA architecture was specified or GPU detected")

@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from tilelang_examples import CUDA_MESSAGES, FP8_GEMM, GPU_ONLY_PACKAGES, SOURCE_MARKERS, Unit
+from tilelang_examples import CUDA_MESSAGES, GPU_ONLY_PACKAGES, SOURCE_MARKERS, Unit
 
 
 class State:
@@ -316,10 +316,7 @@ def _where(err: BaseException, root: Path, in_examples: bool = False) -> str:
 def _source_markers(root: Path, unit: Unit) -> list[str]:
     text = "\n".join((root / m).read_text(errors="replace") for m in unit.modules if (root / m).exists())
     text = re.sub(r"#[^\n]*", "", text)          # markers in comments do not count
-    found = [reason for pattern, reason in SOURCE_MARKERS if re.search(pattern, text)]
-    if re.search(FP8_GEMM[0], text) and re.search(FP8_GEMM[1], text):
-        found.append("fp8 tensor-core GEMM")
-    return found
+    return [reason for pattern, reason in SOURCE_MARKERS if re.search(pattern, text)]
 
 
 def _gpu_only_import(root: Path, unit: Unit, name: str) -> str | None:
