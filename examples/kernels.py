@@ -120,6 +120,39 @@ def dynamic_gemm(N: int = 64, K: int = 96, dtype: str = "bfloat16", block: int =
 # --- TileLang's everyday kernels: reductions, broadcasts, vectors, N-D tensors, epilogues, fused GEMMs ----------
 
 
+def online_softmax(M: int = 64, N: int = 8192, BLOCK_M: int = 1, BLOCK_N: int = 8192, dtype: str = "float16"):
+    """TileLang's examples/online_softmax as written: a log-sum-exp sweep over column blocks, then a normalising
+    sweep; with BLOCK_N = N each sweep is a loop of one iteration over rows wider than L1 (RowStreamTT)."""
+    accum_dtype = "float32"
+    scale = 1.44269504  # log2(e)
+
+    @T.prim_func
+    def softmax_kernel(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, BLOCK_M), threads=128) as (i_m):
+            x = T.alloc_fragment([BLOCK_M, BLOCK_N], dtype)
+            y = T.alloc_fragment([BLOCK_M, BLOCK_N], dtype)
+            lse = T.alloc_fragment([BLOCK_M], accum_dtype)
+            max_x = T.alloc_fragment([BLOCK_M], dtype)
+            exp_x = T.alloc_fragment([BLOCK_M, BLOCK_N], accum_dtype)
+            sum_exp_x = T.alloc_fragment([BLOCK_M], accum_dtype)
+            T.fill(lse, -T.infinity(accum_dtype))
+            for i_n in T.Pipelined(T.ceildiv(N, BLOCK_N)):
+                T.copy(X[i_m * BLOCK_M, i_n * BLOCK_N], x)
+                T.reduce_max(x, max_x, dim=1, clear=True)
+                for i, j in T.Parallel(BLOCK_M, BLOCK_N):
+                    exp_x[i, j] = T.exp2(x[i, j] * scale - max_x[i] * scale)
+                T.reduce_sum(exp_x, sum_exp_x, dim=1, clear=True)
+                for i in T.Parallel(BLOCK_M):
+                    lse[i] = max_x[i] * scale + T.log2(T.exp2(lse[i] - max_x[i] * scale) + sum_exp_x[i])
+            for i_n in T.Pipelined(T.ceildiv(N, BLOCK_N)):
+                T.copy(X[i_m * BLOCK_M, i_n * BLOCK_N], x)
+                for i, j in T.Parallel(BLOCK_M, BLOCK_N):
+                    y[i, j] = T.exp2(x[i, j] * scale - lse[i])
+                T.copy(y, Y[i_m * BLOCK_M, i_n * BLOCK_N])
+
+    return softmax_kernel
+
+
 def softmax(M: int = 256, N: int = 512, block_M: int = 32, dtype: str = "bfloat16"):
     """Row softmax in the form of TileLang's examples: fp32 statistics, exp2 with log2(e) folded in."""
     scale = 1.44269504  # log2(e)

@@ -30,6 +30,20 @@ def test_softmax_wider_than_l1_runs_in_three_sweeps():
     assert total["dram_read_bytes"] == 3 * M * N * 4 and total["dram_write_bytes"] == M * N * 4
 
 
+def test_tilelang_online_softmax_sweeps_of_one_iteration_stream():
+    """TileLang's online softmax with its default BLOCK_N = N: each column-block loop runs once, and its body is a
+    row block of 8192 columns (3.6 MB of CBs) that streams like the straight-line softmax. Result against float64
+    torch within the float16 output's rounding; the plan records the stream."""
+    kernel = tilelang.compile(K.online_softmax(64, 8192), target="tt")
+    assert kernel.plan["row_stream"]["width"] == 8192
+    torch.manual_seed(2)
+    x = torch.randn(64, 8192, dtype=torch.float16)
+    y = torch.empty(64, 8192, dtype=torch.float16)
+    kernel(x, y)
+    ref = torch.softmax(x.double(), 1)
+    assert ((y.double() - ref).abs() <= 2 ** -10 * ref + 2 ** -24).all()
+
+
 def test_bf16_softmax_wider_than_l1():
     """TileLang's softmax form: bf16 rows copied into a float32 fragment, statistics in fp32, bf16 out."""
     kernel = tilelang.compile(K.softmax(M, N, 32, "bfloat16"), target="tt")

@@ -15,6 +15,8 @@ In:  a PrimFunc after SuperBlockTT whose root block (inside the ``blockIdx`` loo
      reads wide buffers only there, a reduction is along the rows of a wide buffer into a vector, a 1-D
      ``T.Parallel(bm)`` and fills touch vectors only. Nothing is done unless ``lower`` (the pipeline's
      ``lower_candidate``) refuses the kernel as written with TTResourceError (L1).
+     A loop of one iteration in the root block (``T.Pipelined(T.ceildiv(N, BLOCK_N))`` with BLOCK_N = N, TileLang's
+     online softmax) counts as its body.
 Out: the root block as sweeps ``for c in T.serial(N // C)`` over chunk buffers ``[bm, C]`` (the wide buffers
      replaced; tensor windows at ``[r, c * C]``; ``j`` as a value is ``c * C + j``); vector statements between the
      sweeps in program order. ``C`` is the widest divisor of N (a multiple of 32) whose kernel ``lower`` accepts.
@@ -26,6 +28,7 @@ Errors: none; a kernel that does not match, whose recomputed statements would re
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 
 from .. import records
@@ -67,6 +70,33 @@ def _replace_root(func, old: tirx.SBlockRealize, block: tirx.SBlock):
     return func.with_body(tirx.stmt_functor.ir_transform(func.body, None, post, ["tirx.SBlockRealize"]))
 
 
+def _simplify_indices(stmt):
+    """``stmt`` with every buffer index simplified (``0 * 8192`` -> ``0``)."""
+    analyzer = tvm.arith.Analyzer()
+
+    def post(node):
+        indices = [analyzer.simplify(i) for i in node.indices]
+        if isinstance(node, tirx.BufferLoad):
+            return tirx.BufferLoad(node.buffer, indices)
+        return tirx.BufferStore(node.buffer, node.value, indices)
+
+    return tirx.stmt_functor.ir_transform(stmt, None, post, ["tirx.BufferLoad", "tirx.BufferStore"])
+
+
+def _unroll_single_trips(stmts: list) -> list:
+    """The statements with every loop of one iteration (TileLang's online softmax sweeps ``T.Pipelined(
+    T.ceildiv(N, BLOCK_N))`` with BLOCK_N = N) replaced by its body at the loop's first index."""
+    out = []
+    for s in stmts:
+        if isinstance(s, tirx.For) and s.kind != tirx.ForKind.PARALLEL and isinstance(s.extent, tirx.IntImm) \
+                and int(s.extent) == 1:
+            body = _simplify_indices(tirx.stmt_functor.substitute(s.body, {s.loop_var: s.min}))
+            out.extend(_unroll_single_trips(list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]))
+        else:
+            out.append(s)
+    return out
+
+
 class _Stmt:
     """One statement of the root block: its kind, the buffers it reads and writes."""
 
@@ -79,6 +109,7 @@ class _Stream:
     def __init__(self, block: tirx.SBlock):
         self.block = block
         self.wrappers, stmts = strip_attrs(block.body)
+        stmts = _unroll_single_trips(stmts)
         bufs = {b.name: b for b in block.alloc_buffers}
         blocks = {n: b for n, b in bufs.items() if len(b.shape) == 2}
         shapes = {tuple(static_shape(b)) for b in blocks.values()}
