@@ -33,7 +33,8 @@ Each unit is one of:
 * UNSUPPORTED-ARCH: CUDA-specific by design, by a marker: TileLang's test requires compute capability >= 9,
   the source uses WGMMA / TMA / tcgen05 / warp specialisation / mbarriers / PTX, MMA-emitter or MFMA intrinsics /
   clusters, the folder is AMD's, it asks torch.cuda or TileLang's carver for the GPU, or
-  it needs a GPU-only package (triton, ...). CORRECT and WRONG outrank these markers;
+  it needs a GPU-only package (triton, ...). CORRECT and WRONG outrank these markers (a unit whose checks all
+  passed before a GPU-only package stopped it is CORRECT, its reason says what did not run);
 * UNCLEAR: anything else (a raw traceback, a timeout, a crash).
 """
 
