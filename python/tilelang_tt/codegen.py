@@ -261,7 +261,8 @@ def _render(ctx: KernelContext, program, plan) -> dict[str, str]:
         "kernels/writer.cpp": _render_dataflow(ctx, program, plan, "writer"),
         HELPERS_FILE: _ENV.get_template("dataflow_helpers.h.j2").render(
             dataflow_header=DATAFLOW_HEADER,
-            geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag}),
+            geom={"tile": TILE, "face": FACE, "mcast_flush": ctx.dev.mcast_flush_before_flag,
+                  "dram_alignment": ctx.dev.dram_alignment}),
         "tt.plan.json": plan_mod.dumps(plan),
         "tt.program.txt": dump(program),
         "tt.program.json": ttir_json.dumps(program),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ttir, ttir_json
-from .device import matmul_block_unpack_tiles
+from .device import get_device, matmul_block_unpack_tiles
 from .intrinsics import CALLS
 
 
@@ -134,7 +134,8 @@ def _name(arg) -> str:
 class _Counter:
     """Walks one core's kernels, adding what each call does, times the trip counts around it, to a CoreWork."""
 
-    def __init__(self, cbs: list[dict], tensors: dict[str, dict], groups: list[dict]):
+    def __init__(self, cbs: list[dict], tensors: dict[str, dict], groups: list[dict], dram_alignment: int | None):
+        self.dram_alignment = dram_alignment     # a gathered segment congruent modulo it is read straight
         self.cb_pages = {cb["name"]: cb["page_size"] for cb in cbs}
         self.cb_formats = {cb["name"]: cb.get("format", "") for cb in cbs}
         self.tensors = tensors
@@ -213,9 +214,13 @@ class _Counter:
         self.pending.add(f"{role}:{'write' if write else 'read'}")
 
     def element_transfer(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int, role: str) -> None:
-        """A row gather / scatter (per tile column, two face-row segments: a 64-byte chunk read each, or the
-        segment written) or an element read (one 64-byte chunk). A row whose valid flag is not known before the
-        run counts as moved (an upper bound: the tensor rows a sequence does not reach move nothing)."""
+        """A row gather / scatter (per tile column, two face-row segments) or an element read (one 64-byte chunk).
+        A gathered segment whose offsets in its tile page and in the block are congruent modulo the DRAM alignment
+        is read straight (its bytes); any other, and a row of zeros, as a 64-byte chunk into the scratch and a move
+        in L1; a row none of whose segments used the scratch writes it once from the zeros (64 bytes in L1). Where
+        the source row is not known before the run, a segment that may be either counts as the chunk (an upper
+        bound). A row whose valid flag is not known counts as moved (an upper bound too: the tensor rows a sequence
+        does not reach move nothing)."""
         if op in ("read_index", "read_half"):
             self.moved(work, role, mult * _INDEX_CHUNK, self.tensors[_name(args[1])], write=False)
             return
@@ -224,13 +229,35 @@ class _Counter:
             valid = _eval(args[_VALID_ARG[op]], env) != 0
         except StaticCountError:
             valid = True
-        segment = _FACE_DIM * tensor["page_size"] // 1024
-        segments = mult * _eval(args[5], env) * _FACES_PER_ROW
-        if op == "gather_row":   # the chunk from DRAM (or zeros from L1) into the scratch, the segment moved in L1
-            self.moved(work, role, segments * (_GATHER_CHUNK + segment), tensor, write=False,
-                       dram_bytes=segments * _GATHER_CHUNK if valid else 0)
-        elif valid:
-            self.moved(work, role, segments * segment, tensor, write=True)
+        elem = tensor["page_size"] // 1024
+        segment = _FACE_DIM * elem
+        cols = mult * _eval(args[5], env)
+        if op != "gather_row":
+            if valid:
+                self.moved(work, role, cols * _FACES_PER_ROW * segment, tensor, write=True)
+            return
+        direct = [valid and self._congruent(args, env, face_col, elem) for face_col in range(_FACES_PER_ROW)]
+        chunked = _FACES_PER_ROW - sum(direct)
+        self.moved(work, role, cols * (sum(direct) * segment + chunked * (_GATHER_CHUNK + segment))
+                   + (mult * _GATHER_CHUNK if not chunked else 0), tensor, write=False,
+                   dram_bytes=cols * (sum(direct) * segment + chunked * _GATHER_CHUNK) if valid else 0)
+
+    def _congruent(self, args: tuple, env: dict, face_col: int, elem: int) -> bool:
+        """Whether segment ``face_col`` of a gathered row sits at congruent offsets (modulo the DRAM alignment) in
+        its tile page and in the block (CB pages start at multiples of it), for every source row it may have."""
+        def offset(row: int) -> int:
+            return ((row // _FACE_DIM) * _FACES_PER_ROW + face_col) * _FACE_DIM * _FACE_DIM * elem \
+                + (row % _FACE_DIM) * _FACE_DIM * elem
+
+        if self.dram_alignment is None:
+            raise StaticCountError("a row gather in a plan that names no device (its DRAM alignment)")
+        if (_FACE_DIM * elem) % self.dram_alignment == 0:
+            return True
+        try:
+            src, dst = _eval(args[3], env), _eval(args[1], env)
+        except StaticCountError:
+            return False
+        return offset(src % 32) % self.dram_alignment == offset(dst % 32) % self.dram_alignment
 
     def compute(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int) -> None:
         spec = CALLS.get(op)
@@ -275,7 +302,9 @@ def program_work(kernels: dict[str, list], plan: dict) -> list[CoreWork]:
     groups = plan.get("multicast", {}).get("groups", [])
     if any("cores" not in g for g in groups):
         raise StaticCountError("the plan's multicast groups have no per-core routes (a plan of an older version)")
-    counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]}, groups)
+    arch = plan.get("device", {}).get("arch")      # a hand-made plan may name none (then no row gathers)
+    counter = _Counter(plan["cbs"], {b["name"]: b for b in plan["buffers"]}, groups,
+                       get_device(arch).dram_alignment if arch else None)
     names = set().union(*(_extent_names(body, {}, valid=True) for body in kernels.values()))
     cache: dict[tuple, CoreWork] = {}
     works = []
