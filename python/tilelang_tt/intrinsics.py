@@ -204,6 +204,10 @@ def _sfpu_reduce(pool: str, dim: str) -> dict[str, CallSpec]:
                                                   "sfpu", f"sfpu_reduce_init_{pool}")}
 
 
+# The reader's whole-tile block reads: row-major tile order, or transposed (tile (r, c) of the window at position
+# c * rows + r: T.gemm(transpose_B=True)'s B, so matmul_block finds one K step's tiles adjacent).
+BLOCK_READS = ("read_tiles", "read_tiles_transposed")
+
 CALLS: dict[str, CallSpec] = {
     # CB protocol (both kinds of kernel).
     "cb_reserve_back": CallSpec("cb_reserve_back({0}, {1})", "cb", pages=(0, 1)),
@@ -213,6 +217,7 @@ CALLS: dict[str, CallSpec] = {
     # Data movement: the helpers in templates/dataflow.cpp.j2 issue one NoC transfer per tile of a block.
     "read_tiles": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
     "read_tiles_window": CallSpec("read_tiles({0}, {1}, {1}_grid, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9})", "noc"),
+    "read_tiles_transposed": CallSpec("read_tiles_transposed({0}, {1}, {1}_grid, {2}, {3}, {4}, {5})", "noc"),
     "noc_async_read_barrier": CallSpec("noc_async_read_barrier()", "noc"),
     # Indices from tensors: the 16-element face row holding element ({2}, {3}) of an int32 tensor, read into the
     # reserved page of the index CB {0}; after the read barrier, TTOps.index_value reads the element from L1.

@@ -112,7 +112,7 @@ def _extent_names(body: list, lets: dict, valid: bool = False) -> set[str]:
     return names
 
 
-_TRANSFERS = ("read_tiles", "read_tiles_window", "write_tiles", "write_tiles_window")
+_TRANSFERS = ("read_tiles", "read_tiles_transposed", "read_tiles_window", "write_tiles", "write_tiles_window")
 # Element-granular transfers (templates/dataflow_helpers.h.j2): the aligned chunk each reads, per face-row segment
 # for the row gathers; a row scatter writes its segments (16 elements each) as they are
 _GATHER_CHUNK, _FACE_DIM, _FACES_PER_ROW, _INDEX_CHUNK = 64, 16, 2, 64

@@ -43,8 +43,62 @@ def test_block_gemm_matches_torch_and_unpacks_the_llks_tiles(arch):
     assert all(cores[w.core]["matmul_tiles"] == w.matmul_tiles for w in perf_model.static_work(kernel.artifact_dir))
 
 
-def test_transposed_b_keeps_matmul_tiles():
-    kernel = tilelang.compile(K.tilelang_example_gemm(256, 256, 64, 128, 128, 32, dtype="bfloat16"),
-                              target="tt -max_cores=2")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_transposed_b_read_in_transposed_tile_order_runs_matmul_block(arch):
+    """TileLang's example GEMM (T.gemm(..., transpose_B=True), B stored [N, K]): the reader stores B's block in
+    transposed tile order (read_tiles_transposed: tile (n, k) at k * N_tiles + n) and matmul_block's transpose flag
+    transposes within each tile. At HiFi4 bf16 products are exact, so C is within the fp32 sums' rounding of the
+    float64 product: a wrong tile position would be far off. The model unpacks the LLK's count."""
+    M, N, Kd = 128, 256, 128     # block_K = 64: two K tiles per block, so B^T's positions differ from B's
+    kernel = tilelang.compile(K.tilelang_example_gemm(M, N, Kd, 128, 128, 64, dtype="bfloat16"),
+                              target={"kind": "tt", "arch": arch, "max_cores": 2, "math_fidelity": "HiFi4"})
+    reader = (kernel.artifact_dir / "kernels/reader.cpp").read_text()
     compute = (kernel.artifact_dir / "kernels/compute.cpp").read_text()
-    assert "matmul_block" not in compute and "matmul_tiles(" in compute
+    assert "read_tiles_transposed(cb_B_shared" in reader and "read_tiles(cb_A_shared" in reader
+    assert "matmul_tiles" not in compute and "matmul_block_init(cb_A_shared, cb_B_shared, 1," in compute
+    torch.manual_seed(4)
+    a, b = torch.randn(M, Kd, dtype=torch.bfloat16), torch.randn(N, Kd, dtype=torch.bfloat16)
+    c = torch.zeros(M, N, dtype=torch.bfloat16)
+    kernel(a, b, c)
+    ref = a.double() @ b.double().T
+    mag = a.double().abs() @ b.double().abs().T
+    assert ((c.double() - ref).abs() <= Kd * 2.0**-24 * mag + 2.0**-8 * ref.abs()).all()
+    acc = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "C_local")
+    sh, sw = acc.get("subblock", (4, 4))
+    for w in perf_model.static_work(kernel.artifact_dir):
+        assert w.matmul_unpack_bytes * sh * sw == w.matmul_tiles * min(sh, sw) * (1 + max(sh, sw)) * 2048
+
+
+def test_transposed_b_read_otherwise_keeps_matmul_tiles():
+    """A transposed B that compute also reads as a block (here scaled in a T.Parallel into a fragment the gemm
+    multiplies) is not in transposed tile order: matmul_tiles, and the same result."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "bfloat16"), B: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "float32"),
+          D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            a = T.alloc_shared((64, 64), "bfloat16")
+            b = T.alloc_shared((64, 64), "bfloat16")
+            d = T.alloc_fragment((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], a)
+            T.copy(B[0, 0], b)
+            for i, j in T.Parallel(64, 64):
+                d[i, j] = T.Cast("float32", b[i, j]) * 2.0
+            T.copy(d, D[0, 0])
+            T.clear(acc)
+            T.gemm(a, b, acc, transpose_B=True)
+            T.copy(acc, C[0, 0])
+
+    kernel = tilelang.compile(k, target={"kind": "tt", "math_fidelity": "HiFi4"})
+    assert "read_tiles_transposed" not in (kernel.artifact_dir / "kernels/reader.cpp").read_text()
+    compute = (kernel.artifact_dir / "kernels/compute.cpp").read_text()
+    assert "matmul_block_init" not in compute and "matmul_tiles(" in compute
+    torch.manual_seed(5)
+    a, b = torch.randn(64, 64, dtype=torch.bfloat16), torch.randn(64, 64, dtype=torch.bfloat16)
+    c, d = torch.empty(64, 64), torch.empty(64, 64)
+    kernel(a, b, c, d)
+    ref = a.double() @ b.double().T
+    assert ((c.double() - ref).abs() <= 64 * 2.0**-24 * (a.double().abs() @ b.double().abs().T)).all()
+    assert torch.equal(d, b.float() * 2)

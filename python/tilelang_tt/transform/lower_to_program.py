@@ -14,7 +14,10 @@ Out: one body per core role, made of ``ttir`` nodes:
      Loops keep their ``min`` and ``extent``; user variables are renamed through the one ``NameSupply``;
      ``Let`` expressions are inlined. Loops of extent 1 the generator would introduce are not emitted.
      A matmul whose operands are row-major and B not transposed runs ``matmul_block`` over each DST block
-     (``rt x ct`` output tiles per K tile), any other ``matmul_tiles`` per output tile and K tile.
+     (``rt x ct`` output tiles per K tile), and so does one with ``transpose_B`` whose B the reader fills and
+     only such matmuls read: the reader stores that block in transposed tile order (``read_tiles_transposed``)
+     and ``matmul_block``'s transpose flag transposes within each tile; any other ``matmul_tiles`` per output
+     tile and K tile.
      A CB-resident matmul accumulator (TensorizeTT's ``accumulate``) is updated per DST subblock: "reload"
      copies the subblock's partial sums into DST before the matmuls; "packer_l1" pops them and packs the
      matmuls' products onto the same pages between ``pack_reconfig_l1_acc(1)`` and ``(0)`` around the op, so
@@ -35,10 +38,11 @@ from tvm import tirx
 from .. import attrs, records
 from ..compute_config import exact_reduce
 from ..errors import TTLoweringError, TTUnsupportedError
-from ..intrinsics import TTOps, tt_op_of
+from ..intrinsics import BLOCK_READS, TTOps, tt_op_of
 from ..names import NameSupply
 from ..ttir import CB, Call, Dst, For, Kernel, Let, Lit, Program, Tensor, vreg, walk
 from .common import SCALER, TILE, TileOps, buffer_loads, describe, float_lit, loop, tile_op_call
+from .dead_values import CB_EFFECTS
 from .lower_eltwise import lower_eltwise
 
 def _tag_origin(part: dict, kind: str) -> dict:
@@ -92,6 +96,41 @@ class LowerToProgram:
         self.dst_frag = next((n for n, e in cbs.items() if e.residency == "dst"), None)
         self.dst_frag_out = None
         self.startup: tuple[int, Call] | None = None
+        self.transposed_in1 = self._transposed_in1(func.body)
+
+    def _transposed_in1(self, body) -> set[str]:
+        """The CBs the reader fills with whole tiles (``read_block``, a whole-tile window) that compute reads only as
+        the in1 of matmuls with ``transpose_B``: they hold their block in transposed tile order
+        (``read_tiles_transposed``), so that ``matmul_block`` (its transpose flag on) finds one K step's tiles of
+        B^T adjacent, as it does for a row-major B."""
+        candidates, other = set(), set()
+
+        def visit(n):
+            found = tt_op_of(tirx.Evaluate(n)) if isinstance(n, tirx.Call) else None
+            if found is None:
+                return
+            op, c = found
+            positions = next((set(r) | set(w) for known, r, w in CB_EFFECTS if op.same_as(known)), set())
+            def name(a):     # a CB index, or a name a few ops carry (the index CB of index_load)
+                return a.value if isinstance(a, tirx.StringImm) else self.cb_name(a)
+
+            cbs = {name(c.args[i]) for i in positions if isinstance(c.args[i], tirx.StringImm) or int(c.args[i]) >= 0}
+            if op.same_as(TTOps.read_block):
+                whole = all(isinstance(a, tirx.IntImm) for a in c.args[6:10]) and \
+                    tuple(int(a) for a in c.args[6:10]) == (0, TILE, 0, TILE)
+                (candidates if whole else other).update(cbs)
+            elif op.same_as(TTOps.matmul) and bool(c.args[4]):
+                other.update(self.cb_name(a) for a in c.args[:3:2])
+            elif op.same_as(TTOps.eltwise):
+                other.update(cbs)
+                other.update(buffer_loads(c.args[1]))
+            elif op.same_as(TTOps.index_load):
+                other.add(name(c.args[3]))
+            else:
+                other.update(cbs)
+
+        tirx.stmt_functor.post_order_visit(body, visit)
+        return {n for n in candidates - other if self.cbs[n].role == "input" and self.cbs[n].band is None}
 
     # -- structure -------------------------------------------------------------------------------------
     def run(self) -> Program:
@@ -357,9 +396,10 @@ class LowerToProgram:
         if index_calls and e.band is not None:
             raise TTLoweringError(f"{name} streams in bands but its offsets are read from a tensor",
                                   construct=note, source=self.src)
-        cb, where, op = CB(name), *self._where(args, "read_tiles")
+        cb, where, op = CB(name), *self._where(args, "read_tiles_transposed" if name in self.transposed_in1
+                                               else "read_tiles")
         if e.band is not None:     # StreamBandsTT: one push per band of rows; the matmul waits and pops per band
-            if op != "read_tiles":
+            if op not in BLOCK_READS:
                 raise TTLoweringError(f"{name} streams in bands but its block is a window of one tile",
                                       construct=note, source=self.src)
             rows, pages = int(e.band["rows"]), int(e.band["pages"])
@@ -826,13 +866,18 @@ class _Matmul:
         self.band = lower.cbs[a_name].band     # StreamBandsTT: A arrives band by band, one per subblock row
         self.reconfig = Call("reconfig_data_format", (self.cb, self.ca), note)
         self.init = [self.reconfig, Call("matmul_init", (self.ca, self.cb, Lit(str(int(trans_b)))), note)]
-        self.row_major = not trans_b and all(lower.cbs[n].role != "intermediate" for n in (a_name, b_name))
+        # B^T's tiles of one K step adjacent: B row-major, or transposed with its block in transposed tile order
+        self.b_transposed = trans_b and b_name in lower.transposed_in1
+        self.row_major = (not trans_b or self.b_transposed) and \
+            all(lower.cbs[n].role != "intermediate" for n in (a_name, b_name))
 
     def a_pos(self, m, k):
         """A's tile (m, k): m is the tile row in the block, or in the band when A is banded."""
         return m * self.kt + k if self.band else self.lower.queue_pos(self.a_name, m, k)
 
     def b_pos(self, k, n):
+        if self.b_transposed:      # tile (n, k) of the [N, K] block at k * N_tiles + n (read_tiles_transposed)
+            return k * self.lower.cbs[self.b_name].shape_tiles[0] + n
         return self.lower.queue_pos(self.b_name, n, k) if self.trans_b else self.lower.queue_pos(self.b_name, k, n)
 
     def tiles(self, m, n, k, dst) -> list:
@@ -840,7 +885,7 @@ class _Matmul:
 
     def block(self, m, n, rt, ct) -> tuple[list, list]:
         """(init, calls): DST[0 .. rt * ct) += the rt x ct output tiles at (m, n), over every K tile."""
-        dims = (Lit("0"), ct, rt, self.kt)
+        dims = (Lit(str(int(self.trans_b))), ct, rt, self.kt)
         return [self.reconfig, Call("matmul_block_init", (self.ca, self.cb, *dims), self.note)], loop(
             "kt", self.kt, lambda k: [Call("matmul_block", (self.ca, self.cb, self.a_pos(m, k), self.b_pos(k, n),
                                                             Dst(0), *dims), self.note)])

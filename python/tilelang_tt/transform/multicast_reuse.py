@@ -34,6 +34,7 @@ from tvm import tirx
 
 from .. import attrs, records
 from ..errors import TTScheduleError
+from ..intrinsics import BLOCK_READS
 from ..ttir import Call, For, Let, Lit, Program
 
 # The tile-index arguments of read_tiles(cb, tensor, row, col, rows, cols).
@@ -109,7 +110,7 @@ def multicast_reuse(program: Program, func: tirx.PrimFunc, names, flush: bool = 
             elif isinstance(node, For):
                 inner = persistent or node.persistent
                 visit(node.body, loops + ([node] if persistent else []), inner)
-            elif persistent and node.op == "read_tiles":
+            elif persistent and node.op in BLOCK_READS:
                 uses = set()
                 for e in [node.args[_ROW], node.args[_COL]] + [x for f in loops for x in (f.min, f.extent)]:
                     uses |= _depends(e, lets, targets)

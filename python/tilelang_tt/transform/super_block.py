@@ -516,8 +516,7 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
 def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:
     """The roofline of the lattice with its ``H x W`` rectangles fused as ``candidate`` = (h, w, f), at the
     performance model's rates (``device.PERF``): max of a core's FPU, unpack and pack time and the DRAM time.
-    Every tile-MAC unpacks an A and a B tile (B transposed: matmul_tiles) or an ``h x w`` DST subblock unpacks
-    ``h + w`` tiles per K tile (matmul_block); a fused accumulator too large for DST is packed once per fused K
+    An ``h x w`` DST subblock unpacks ``h + w`` tiles per K tile (matmul_block, B transposed or not); a fused accumulator too large for DST is packed once per fused K
     step (``steps / f`` per block) with packer L1 accumulation (``pack_l1_acc_cost``) or, with ``packer_l1_acc``
     off, reloaded (unpacked) and packed; A is read ``W / w`` times, B ``H / h`` times."""
     (H, W), (h, w, f) = rect, candidate
@@ -529,12 +528,11 @@ def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, ste
     macs = H * W * mt * nt * steps * kb
     fpu = macs * FPU_CYCLES_PER_TILE_MATMUL[fidelity] / perf.fpu_efficiency
     fp32 = str(g.c.dtype) == "float32"
-    if g.trans_b:    # matmul_tiles: an A and a B tile per tile-MAC
-        unpack = macs * (g.a.dtype.bits + g.b.dtype.bits) * 128
-    else:            # matmul_block over each DST subblock, per sh * sw tile-MACs: the LLK's unpacks (perf_model)
-        sh, sw = _subblock(h * mt, w * nt, dev.dst_capacity(fp32))
-        tiles_a, tiles_b = matmul_block_unpack_tiles(sh, sw)
-        unpack = macs * (tiles_a * g.a.dtype.bits + tiles_b * g.b.dtype.bits) * 128 // (sh * sw)
+    # matmul_block over each DST subblock, per sh * sw tile-MACs: the LLK's unpacks (perf_model); a transposed B
+    # the reader fills arrives in transposed tile order, so it runs matmul_block too (LowerToTTProgram)
+    sh, sw = _subblock(h * mt, w * nt, dev.dst_capacity(fp32))
+    tiles_a, tiles_b = matmul_block_unpack_tiles(sh, sw)
+    unpack = macs * (tiles_a * g.a.dtype.bits + tiles_b * g.b.dtype.bits) * 128 // (sh * sw)
     dram = steps * kb * 128 * (gy * mt * g.a.dtype.bits * (W // w) + gx * nt * g.b.dtype.bits * (H // h))
     pack = 0.0
     if h * w * mt * nt > dev.dst_capacity(fp32):    # CB resident: every fused K step re-packs the whole block
@@ -565,10 +563,8 @@ def _lattice_pays(func, g: _Gemm, options: TTOptions, grid, padded, rect, factor
     c_total = gy * gx * mt * nt * TILE_ELEMS * out_bits // 8
 
     def unpacked_per_mac(rows: int, cols: int) -> float:
-        """Bytes unpacked per tile-MAC: matmul_tiles its two tiles, matmul_block the LLK's count for the DST
-        subblock of a rows x cols block (perf_model)."""
-        if g.trans_b:
-            return a_tile + b_tile
+        """Bytes unpacked per tile-MAC: matmul_block's (B transposed or not) LLK count for the DST subblock of a
+        rows x cols block (perf_model)."""
         sh, sw = _subblock(rows, cols, options.device.dst_capacity(str(g.c.dtype) == "float32"))
         tiles_a, tiles_b = matmul_block_unpack_tiles(sh, sw)
         return (tiles_a * a_tile + tiles_b * b_tile) / (sh * sw)

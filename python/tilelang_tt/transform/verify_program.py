@@ -36,7 +36,7 @@ import tvm
 from tvm import tirx
 
 from ..errors import TTVerifyError
-from ..intrinsics import CALLS
+from ..intrinsics import BLOCK_READS, CALLS
 from ..ttir import CB, Call, Dst, For, Lit, Program, VReg
 from .hoist_inits import startup_formats
 
@@ -166,7 +166,7 @@ class _Verifier:
             self.front[name] -= n
 
     def noc(self, c: Call):
-        if c.op in ("read_tiles", "write_tiles", "read_tiles_window", "write_tiles_window"):
+        if c.op in (*BLOCK_READS, "write_tiles", "read_tiles_window", "write_tiles_window"):
             self.pending_noc.add(c.args[0].name)
         elif not c.op.startswith("mcast_") and c.op != "noc_async_writes_flushed":   # semaphores complete no read
             self.pending_noc.clear()
@@ -344,6 +344,8 @@ def _check_multicast(program: Program, flush: bool) -> None:
         if group not in held:
             fail(f"{group}'s sender does not hold VALID before its first multicast", calls[0] if calls else None)
         want = _SENDER[:-1] + (("noc_async_writes_flushed",) if flush else ()) + _SENDER[-1:] if sender else _RECEIVER
+        if sender and ops and ops[0] in BLOCK_READS:     # the block's read, in either tile order
+            want = ops[:1] + want[1:]
         if ops != want:
             fail(f"{group}'s {'sender' if sender else 'receiver'} runs {list(ops)}, not {list(want)}",
                  calls[0] if calls else None)

@@ -77,10 +77,14 @@ inline void read_index(uint32_t cb, const Accessor& tensor, const TileGrid& grid
 }
 
 // Row gathers: row dst_row of the block at the back of `cb` (cols tiles wide) becomes row src_row of an interleaved
-// tensor, tile columns [col0, col0 + cols): per tile, its two face-row segments. A segment is read from DRAM as the
-// kGatherChunk-byte aligned chunk holding it into `scratch` (source and destination congruent modulo the DRAM
-// alignment), then moved within L1 to its place (L1 alignment); valid == 0 zero-fills the row.
+// tensor, tile columns [col0, col0 + cols): per tile, its two face-row segments. A segment whose place in its tile
+// page and place in the block are congruent modulo the DRAM alignment is read straight into the block (a bfloat16
+// segment on Wormhole, whose 32-byte segments all are; a float32 one everywhere); any other is read as the
+// kGatherChunk-byte aligned chunk holding it into `scratch`, then moved within L1 to its place (L1 alignment).
+// valid == 0 zero-fills the row (from MEM_ZEROS_BASE, through the scratch). A call that left the scratch unused
+// writes it from the zeros (64 bytes in L1), as the reader pushes its page with the block.
 constexpr uint32_t kGatherChunk = 64;
+constexpr uint32_t kDramAlignment = 32;
 
 template <typename Accessor>
 inline void gather_row(uint32_t cb, uint32_t dst_row, const Accessor& tensor, const TileGrid& grid, uint32_t src_row,
@@ -89,23 +93,33 @@ inline void gather_row(uint32_t cb, uint32_t dst_row, const Accessor& tensor, co
     const uint32_t seg_bytes = kFaceDim * (tile_bytes / kTileElems);
     const uint32_t block = get_write_ptr(cb) + (dst_row / kTileDim) * cols * tile_bytes;
     const uint32_t scratch = get_write_ptr(scratch_cb);
+    bool scratch_written = false;
     for (uint32_t c = 0; c < cols; ++c) {
         for (uint32_t face_col = 0; face_col < kFacesPerRow; ++face_col) {
             const uint32_t dst = block + c * tile_bytes +
                                  tile_elem_offset(dst_row % kTileDim, face_col * kFaceDim) * (tile_bytes / kTileElems);
-            uint32_t src = 0;
+            const uint32_t page = (src_row / kTileDim) * grid.tiles_w + col0 + c;
+            const uint32_t src = tile_elem_offset(src_row % kTileDim, face_col * kFaceDim) * (tile_bytes / kTileElems);
+            if (valid != 0 && src % kDramAlignment == dst % kDramAlignment) {
+                noc_async_read(get_noc_addr(page, tensor, src), dst, seg_bytes);
+                continue;
+            }
             if (valid == 0) {   // zeros, through the scratch too: its page is written before it is pushed
                 noc_async_read(get_noc_addr(MEM_ZEROS_BASE), scratch, kGatherChunk);
             } else {
-                const uint32_t page = (src_row / kTileDim) * grid.tiles_w + col0 + c;
-                src = tile_elem_offset(src_row % kTileDim, face_col * kFaceDim) * (tile_bytes / kTileElems);
                 noc_async_read(get_noc_addr(page, tensor, src - src % kGatherChunk), scratch, kGatherChunk);
             }
             noc_async_read_barrier();
-            noc_async_read(get_noc_addr(scratch + src % kGatherChunk), dst, seg_bytes);
+            const uint32_t at = valid == 0 ? 0 : src % kGatherChunk;
+            noc_async_read(get_noc_addr(scratch + at), dst, seg_bytes);
             noc_async_read_barrier();   // the next segment reuses the scratch
+            scratch_written = true;
         }
     }
+    if (!scratch_written) {     // the reader pushes the scratch's page with the block: never one nothing wrote
+        noc_async_read(get_noc_addr(MEM_ZEROS_BASE), scratch, kGatherChunk);
+    }
+    noc_async_read_barrier();   // the segments read straight into the block
 }
 
 // Row scatters: row src_row of the block at the front of `cb` (cols tiles wide) written to row dst_row of an
@@ -200,14 +214,18 @@ inline void read_tile_part(const Accessor& tensor, uint32_t page, const TilePart
 // x [c_off, c_off + ncols) of its tile. Tiles outside the tensor, and the parts of a tile outside the tensor or
 // the window, are zero-filled. The caller reserves the pages, waits on the read barrier and pushes them.
 template <typename Accessor>
-inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
-                       uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = kTileDim,
-                       uint32_t c_off = 0, uint32_t ncols = kTileDim) {
+inline void read_block_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
+                             uint32_t rows, uint32_t cols, uint32_t r_off, uint32_t nrows, uint32_t c_off,
+                             uint32_t ncols, bool transposed) {
     const uint32_t tile_bytes = get_tile_size(cb);
     const uint32_t elem_bytes = tile_bytes / kTileElems;
-    uint32_t l1_write_addr = get_write_ptr(cb);
+    const uint32_t base = get_write_ptr(cb);
+    uint32_t index = 0;     // the tile's place in the block, row-major
     for_each_block_tile(grid, row0, col0, rows, cols, r_off, nrows, c_off, ncols,
                         [&](uint32_t page, const TilePart& part) {
+        const uint32_t position = transposed ? (index % cols) * rows + index / cols : index;
+        const uint32_t l1_write_addr = base + position * tile_bytes;
+        ++index;
         if (page == kNoPage) {
             zero_tile(l1_write_addr, tile_bytes);
         } else if (part.whole()) {
@@ -215,8 +233,23 @@ inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid
         } else {
             read_tile_part(tensor, page, part, l1_write_addr, tile_bytes, elem_bytes);
         }
-        l1_write_addr += tile_bytes;
     });
+}
+
+template <typename Accessor>
+inline void read_tiles(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0, uint32_t col0,
+                       uint32_t rows, uint32_t cols, uint32_t r_off = 0, uint32_t nrows = kTileDim,
+                       uint32_t c_off = 0, uint32_t ncols = kTileDim) {
+    read_block_tiles(cb, tensor, grid, row0, col0, rows, cols, r_off, nrows, c_off, ncols, false);
+}
+
+// A block of whole tiles in transposed tile order: tile (r, c) of the window at position c * rows + r of the block,
+// each tile as it is. T.gemm(transpose_B=True)'s B: matmul_block finds the tiles of one K step adjacent and its
+// transpose flag transposes within each tile (tt-metal's SDPA reader reads K so).
+template <typename Accessor>
+inline void read_tiles_transposed(uint32_t cb, const Accessor& tensor, const TileGrid& grid, uint32_t row0,
+                                  uint32_t col0, uint32_t rows, uint32_t cols) {
+    read_block_tiles(cb, tensor, grid, row0, col0, rows, cols, 0, kTileDim, 0, kTileDim, true);
 }
 
 // Multicast (TTMulticastReuse, tt-metal's matmul_multicore_reuse_mcast): one core of each group reads a block from
