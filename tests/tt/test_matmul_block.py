@@ -102,3 +102,23 @@ def test_transposed_b_read_otherwise_keeps_matmul_tiles():
     ref = a.double() @ b.double().T
     assert ((c.double() - ref).abs() <= 64 * 2.0**-24 * (a.double().abs() @ b.double().abs().T)).all()
     assert torch.equal(d, b.float() * 2)
+
+
+def test_split_float16_in1_parts_stay_in_transposed_tile_order():
+    """TileLang's float16 example GEMM: Float16OperandsTT splits B_shared into bfloat16 parts with element-wise ops,
+    which do not care where a tile sits; B_shared arrives in transposed tile order, so do its parts, and both
+    matmuls run matmul_block with the transpose flag. Every product exact (split in1, HiFi4): C within the fp32
+    sums and float16's rounding of the float64 product."""
+    kernel = tilelang.compile(K.tilelang_example_gemm(256, 256, 128, 128, 128, 64), target="tt -max_cores=2")
+    reader = (kernel.artifact_dir / "kernels/reader.cpp").read_text()
+    compute = (kernel.artifact_dir / "kernels/compute.cpp").read_text()
+    assert "read_tiles_transposed(cb_B_shared" in reader and "matmul_tiles(" not in compute
+    for part in ("hi", "lo"):
+        assert f"matmul_block_init(cb_A_shared, cb_B_shared_{part}, 1," in compute
+    torch.manual_seed(1)
+    a, b = torch.randn(256, 128).half(), torch.randn(256, 128).half()
+    c = torch.empty(256, 256).half()
+    kernel(a, b, c)
+    ref = a.double() @ b.double().T
+    mag = a.double().abs() @ b.double().abs().T
+    assert ((c.double() - ref).abs() <= 128 * 2.0**-24 * mag + 2.0**-11 * ref.abs() + 2.0**-24).all()

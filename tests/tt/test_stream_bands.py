@@ -116,8 +116,8 @@ def _inputs(kernel):
 
 # (name, the generated line, its broken form, the emulator's report)
 CORPUS = [
-    ("band_index_absolute", "matmul_tiles(cb_A_shared, cb_B_shared, kt,",
-     "matmul_tiles(cb_A_shared, cb_B_shared, sm * 4u + kt,",
+    ("band_index_absolute", "matmul_block(cb_A_shared, cb_B_shared, kt,",
+     "matmul_block(cb_A_shared, cb_B_shared, sm * 4u + kt,",
      r"matmul_tiles reads tile 4 of CB 0 but only 4 pages were obtained with cb_wait_front"),
     ("waits_for_whole_block", "cb_wait_front(cb_A_shared, 4);", "cb_wait_front(cb_A_shared, 64);",
      r"cb_wait_front\(0, 64\): the CB holds only 8 pages"),

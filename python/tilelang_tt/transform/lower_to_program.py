@@ -99,38 +99,81 @@ class LowerToProgram:
         self.transposed_in1 = self._transposed_in1(func.body)
 
     def _transposed_in1(self, body) -> set[str]:
-        """The CBs the reader fills with whole tiles (``read_block``, a whole-tile window) that compute reads only as
-        the in1 of matmuls with ``transpose_B``: they hold their block in transposed tile order
-        (``read_tiles_transposed``), so that ``matmul_block`` (its transpose flag on) finds one K step's tiles of
-        B^T adjacent, as it does for a row-major B."""
-        candidates, other = set(), set()
+        """The CBs that hold their block in transposed tile order (tile (n, k) of an [N, K] block at k * N_tiles + n),
+        so that ``matmul_block`` with its transpose flag finds one K step's tiles of B^T adjacent, as for a
+        row-major B: CBs the reader fills with whole tiles (``read_tiles_transposed``), and fragments compute writes
+        only by element-wise ops over whole blocks of their own shape in that order (the bfloat16 parts of a split
+        float16 in1: an element-wise op does not care where a tile sits, as long as all of its blocks agree), each
+        used only as the in1 of ``transpose_B`` matmuls or by such element-wise ops."""
+        producers: dict[str, list] = {}     # CB -> ("read", ()) | ("eltwise", leaf CBs) | ("other", ())
+        uses: dict[str, list] = {}          # CB -> "in1T" | ("eltwise", dst) | "other"
+
+        def name(a):     # a CB index, or a name a few ops carry (the index CB of index_load)
+            return a.value if isinstance(a, tirx.StringImm) else self.cb_name(a)
 
         def visit(n):
             found = tt_op_of(tirx.Evaluate(n)) if isinstance(n, tirx.Call) else None
             if found is None:
                 return
             op, c = found
-            positions = next((set(r) | set(w) for known, r, w in CB_EFFECTS if op.same_as(known)), set())
-            def name(a):     # a CB index, or a name a few ops carry (the index CB of index_load)
-                return a.value if isinstance(a, tirx.StringImm) else self.cb_name(a)
+            reads, writes = next(((r, w) for known, r, w in CB_EFFECTS if op.same_as(known)), ((), ()))
 
-            cbs = {name(c.args[i]) for i in positions if isinstance(c.args[i], tirx.StringImm) or int(c.args[i]) >= 0}
+            def cbs(positions):
+                return [name(c.args[i]) for i in positions
+                        if isinstance(c.args[i], tirx.StringImm) or int(c.args[i]) >= 0]
+
             if op.same_as(TTOps.read_block):
                 whole = all(isinstance(a, tirx.IntImm) for a in c.args[6:10]) and \
                     tuple(int(a) for a in c.args[6:10]) == (0, TILE, 0, TILE)
-                (candidates if whole else other).update(cbs)
-            elif op.same_as(TTOps.matmul) and bool(c.args[4]):
-                other.update(self.cb_name(a) for a in c.args[:3:2])
+                for cb in cbs(writes):
+                    producers.setdefault(cb, []).append(("read" if whole else "other", ()))
+            elif op.same_as(TTOps.matmul):
+                a, b, out = (name(x) for x in c.args[:3])
+                uses.setdefault(b, []).append("in1T" if bool(c.args[4]) else "other")
+                for cb in (a, out):
+                    uses.setdefault(cb, []).append("other")
+                producers.setdefault(out, []).append(("other", ()))
             elif op.same_as(TTOps.eltwise):
-                other.update(cbs)
-                other.update(buffer_loads(c.args[1]))
-            elif op.same_as(TTOps.index_load):
-                other.add(name(c.args[3]))
+                dst, leaves = name(c.args[0]), []
+                tirx.stmt_functor.post_order_visit(tirx.Evaluate(c.args[1]), lambda e: leaves.append(e)
+                                                   if isinstance(e, tirx.BufferLoad) else None)
+                agnostic = all(e.buffer.name in self.cbs and not self.cbs[e.buffer.name].constant and
+                               self.cbs[e.buffer.name].shape_tiles == self.cbs[dst].shape_tiles and
+                               all(isinstance(i, tirx.IntImm) and int(i) == 0 for i in e.indices) for e in leaves)
+                names = [e.buffer.name for e in leaves]
+                producers.setdefault(dst, []).append(("eltwise" if agnostic else "other", tuple(names)))
+                for leaf in names:
+                    uses.setdefault(leaf, []).append(("eltwise", dst) if agnostic else "other")
             else:
-                other.update(cbs)
+                for cb in cbs(reads):
+                    uses.setdefault(cb, []).append("other")
+                for cb in cbs(writes):
+                    producers.setdefault(cb, []).append(("other", ()))
+                if op.same_as(TTOps.index_load):
+                    uses.setdefault(name(c.args[3]), []).append("other")
 
         tirx.stmt_functor.post_order_visit(body, visit)
-        return {n for n in candidates - other if self.cbs[n].role == "input" and self.cbs[n].band is None}
+
+        def placeable(cb: str) -> bool:
+            e, made = self.cbs[cb], producers.get(cb, [])
+            if not made or any(kind == "other" for kind, _ in made):
+                return False
+            if all(kind == "read" for kind, _ in made):
+                return e.role == "input" and e.band is None
+            return all(kind == "eltwise" for kind, _ in made) and e.role == "intermediate" and \
+                tuple(e.subblock or (1, 1)) == (1, 1) and e.residency != "dst"
+
+        chosen = {cb for cb in producers if cb in self.cbs and placeable(cb)}
+        changed = True
+        while changed:
+            changed = False
+            for cb in sorted(chosen):
+                ok = all(u == "in1T" or (isinstance(u, tuple) and u[1] in chosen) for u in uses.get(cb, [])) and \
+                    all(leaf in chosen for kind, leaves in producers[cb] for leaf in leaves)
+                if not ok:
+                    chosen.discard(cb)
+                    changed = True
+        return chosen
 
     # -- structure -------------------------------------------------------------------------------------
     def run(self) -> Program:
@@ -868,8 +911,8 @@ class _Matmul:
         self.init = [self.reconfig, Call("matmul_init", (self.ca, self.cb, Lit(str(int(trans_b)))), note)]
         # B^T's tiles of one K step adjacent: B row-major, or transposed with its block in transposed tile order
         self.b_transposed = trans_b and b_name in lower.transposed_in1
-        self.row_major = (not trans_b or self.b_transposed) and \
-            all(lower.cbs[n].role != "intermediate" for n in (a_name, b_name))
+        self.row_major = lower.cbs[a_name].role != "intermediate" and (
+            self.b_transposed or not trans_b and lower.cbs[b_name].role != "intermediate")
 
     def a_pos(self, m, k):
         """A's tile (m, k): m is the tile row in the block, or in the band when A is banded."""
