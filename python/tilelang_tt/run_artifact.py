@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .device import BFP_INT_RANGE, FORMATS, TILE_FORMATS
+from .device import BFP_INT_RANGE, FLOAT8_DTYPES, FORMATS, TILE_FORMATS
 from .errors import TTError
 
 # TT format -> NumPy dtype of the .npy files written and of random inputs: a float format, the NumPy float of its
@@ -142,7 +142,13 @@ def host_tensor(buf: dict) -> HostTensor:
     if buf["format"] not in _HOST_DTYPE:
         raise RunInputError(f"tensor {buf['name']} has format {buf['format']}, which `tilelang-tt run` cannot read "
                             "or write", construct="tilelang-tt run")
+    if buf["dtype"] in FLOAT8_DTYPES:
+        raise RunInputError(f"tensor {buf['name']} is {buf['dtype']}, which NumPy (.npy files) cannot hold",
+                            construct="tilelang-tt run",
+                            fix="call the kernel from Python with torch float8 tensors (kernel(*tensors))")
     dtype = np.dtype(getattr(np, buf["dtype"], np.float32))
+    if buf["dtype"] == "float16":      # float16 results in Float32 pages: rounded to float16 as they are stored
+        return HostTensor(buf["shape"], dtype, None)
     return HostTensor(buf["shape"], dtype if np.issubdtype(dtype, np.integer) else _HOST_DTYPE[buf["format"]], None)
 
 

@@ -311,3 +311,22 @@ def test_int8_weights_seeded_random_stay_in_bfp8_range(tmp_path, capsys):
     assert b.dtype == np.int8 and b.min() == -127 and b.max() == 127
     assert json.loads((tmp_path / "report.json").read_text())["inputs"]["B"] == \
         "random uniform int8 in [-127, 127], seed 4"
+
+
+def test_float16_result_from_float32_pages_is_written_rounded(tmp_path, capsys):
+    """A float16 result kept in Float32 pages (precision.float16_results) is written as float16, rounded as torch
+    rounds; a float8 tensor (NumPy has none) is refused with what to call instead."""
+    from tests.tt.test_float8 import fp8_gemm
+    from tests.tt.test_precision import fp16_cast_kernel
+
+    artifact = tilelang.compile(fp16_cast_kernel(), target="tt").artifact_dir
+    a = (np.random.default_rng(2).standard_normal((64, 64)) * 8).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    rc, _, err = _run(capsys, artifact, "--input", f"A={tmp_path / 'a.npy'}", "--out", tmp_path / "out")
+    assert rc == 0, err
+    c = np.load(tmp_path / "out" / "C.npy")
+    assert c.dtype == np.float16 and np.array_equal(c, a.astype(np.float16))
+    fp8 = tilelang.compile(fp8_gemm(64, 64, 64, "float8_e4m3fn", "float32"), target="tt").artifact_dir
+    rc, _, err = _run(capsys, fp8, "--seed", 1, "--out", tmp_path / "out8")
+    assert rc == 2 and "tensor A is float8_e4m3fn, which NumPy (.npy files) cannot hold" in err
+    assert "call the kernel from Python with torch float8 tensors" in err
