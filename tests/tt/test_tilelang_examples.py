@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 harness = importlib.import_module("tilelang_examples")
 
-# TileLang's examples that pass their own checks on tt-sim (the CI subset; ~110 s on 2 cores)
+# TileLang's examples that pass their own checks on tt-sim (the CI subset; ~2 min on 2 cores)
 KNOWN_CORRECT = (
     "elementwise/test_example_elementwise.py::test_example_elementwise_add",
     "norm/test_rms_norm.py::test_rms_norm",
