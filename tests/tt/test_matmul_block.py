@@ -122,3 +122,21 @@ def test_split_float16_in1_parts_stay_in_transposed_tile_order():
     ref = a.double() @ b.double().T
     mag = a.double().abs() @ b.double().abs().T
     assert ((c.double() - ref).abs() <= 128 * 2.0**-24 * mag + 2.0**-11 * ref.abs() + 2.0**-24).all()
+
+
+def test_fragment_operand_runs_matmul_block():
+    """A fragment computed earlier (the MLP's hidden activation, attention's P) is a row-major block like one the
+    reader fills: its GEMM runs matmul_block too. At HiFi4, with the hidden activation rounded to bf16 as the
+    kernel stores it, Y is within the fp32 sums of the float64 product of that activation and W2."""
+    kernel = tilelang.compile(K.mlp(64, 64, 128), target="tt -math_fidelity=HiFi4")
+    compute = (kernel.artifact_dir / "kernels/compute.cpp").read_text()
+    assert "matmul_tiles(" not in compute and "matmul_block_init(cb_H_act, cb_W2_s, 0," in compute
+    torch.manual_seed(6)
+    x, w1, w2 = (torch.randn(*s, dtype=torch.bfloat16) for s in ((64, 64), (64, 128), (128, 64)))
+    y = torch.empty(64, 64, dtype=torch.bfloat16)
+    kernel(x, w1, w2, y)
+    hidden = (x.double() @ w1.double()).clamp(min=0).float().bfloat16().double()
+    ref = hidden @ w2.double()
+    mag = hidden.abs() @ w2.double().abs()
+    # the hidden activation: fp32 sums then the bf16 pack (ties away; torch's cast ties to even: one ulp apart at most)
+    assert ((y.double() - ref).abs() <= 2.0**-8 * mag + 2.0**-8 * ref.abs()).all()

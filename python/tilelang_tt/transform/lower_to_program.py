@@ -863,12 +863,19 @@ class LowerToProgram:
         return {"compute": out}
 
     # -- elementwise -----------------------------------------------------------------------------------
+    def row_major(self, name: str) -> bool:
+        """Whether the CB of ``name`` holds its block's tiles row-major (every CB but a subblocked accumulator)."""
+        e = self.cbs[name]
+        rows, cols = e.shape_tiles
+        sh, sw = (e.subblock or (1, 1)) if e.role == "intermediate" else (1, 1)
+        return (sh, sw) in ((1, 1), (1, cols)) or sh == rows and sw == cols
+
     def queue_pos(self, name: str, r, c):
         """Position of tile (r, c) in the CB of ``name`` (row-major, or subblock-major for accumulators)."""
         e = self.cbs[name]
         rows, cols = e.shape_tiles
         sh, sw = (e.subblock or (1, 1)) if e.role == "intermediate" else (1, 1)
-        if (sh, sw) in ((1, 1), (1, cols)) or sh == rows and sw == cols:
+        if self.row_major(name):
             return r * cols + c
         return (tirx.floordiv(r, sh) * (cols // sw) + tirx.floordiv(c, sw)) * (sh * sw) + \
             tirx.floormod(r, sh) * sw + tirx.floormod(c, sw)
@@ -898,8 +905,9 @@ class LowerToProgram:
 class _Matmul:
     """The compute calls of one T.gemm A x B (B transposed when ``trans_b``) into C: C in DST (``into_dst``), or a
     CB-resident accumulator updated subblock by subblock (``into_cb``), with A streamed in bands where StreamBandsTT
-    banded it. matmul_block when A's rows are kt tiles apart and B's columns adjacent (row-major, B not transposed):
-    an rt x ct block of DST (more than one tile) unpacks rt + ct tiles per K tile instead of 2 per tile matmul."""
+    banded it. matmul_block when A's rows are kt tiles apart and B's columns adjacent (row-major, B not transposed,
+    or transposed in transposed tile order), reader-filled blocks and fragments alike: an rt x ct block of DST (more
+    than one tile) unpacks rt + ct tiles per K tile instead of 2 per tile matmul."""
 
     def __init__(self, lower: LowerToProgram, a_name: str, b_name: str, c_name: str, trans_b: bool, note: str):
         self.lower, self.note = lower, note
@@ -913,8 +921,8 @@ class _Matmul:
         self.init = [self.reconfig, Call("matmul_init", (self.ca, self.cb, Lit(str(int(trans_b)))), note)]
         # B^T's tiles of one K step adjacent: B row-major, or transposed with its block in transposed tile order
         self.b_transposed = trans_b and b_name in lower.transposed_in1
-        self.row_major = lower.cbs[a_name].role != "intermediate" and (
-            self.b_transposed or not trans_b and lower.cbs[b_name].role != "intermediate")
+        # (a fragment computed earlier, attention's P or a split part, qualifies unless it is a subblocked accumulator)
+        self.row_major = lower.row_major(a_name) and (self.b_transposed or not trans_b and lower.row_major(b_name))
 
     def a_pos(self, m, k):
         """A's tile (m, k): m is the tile row in the block, or in the band when A is banded."""
