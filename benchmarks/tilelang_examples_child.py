@@ -330,19 +330,20 @@ def _gpu_only_import(root: Path, unit: Unit, name: str) -> str | None:
     return None
 
 
+def _missing_package(e: BaseException) -> str | None:
+    """The top-level package a ModuleNotFoundError could not import."""
+    return (e.name or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else None
+
+
 def _missing_gpu_package(err: BaseException) -> str | None:
     """The GPU-only package whose import ended the run, if one did."""
-    for e in _chain(err):
-        package = (e.name or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else None
-        if package in GPU_ONLY_PACKAGES:
-            return package
-    return None
+    return next((p for p in map(_missing_package, _chain(err)) if p in GPU_ONLY_PACKAGES), None)
 
 
 def _arch_reason(err: BaseException, root: Path, unit: Unit) -> str | None:
     marks = unit.marks + _source_markers(root, unit)
     for e in _chain(err):
-        package = (e.name or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else None
+        package = _missing_package(e)
         if isinstance(e, NameError) and e.name:
             package = _gpu_only_import(root, unit, e.name)
         target = re.match(r"Target ((cuda|hip)\b.*?) is not supported", str(e))

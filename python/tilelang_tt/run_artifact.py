@@ -135,7 +135,7 @@ class HostTensor:
 
 def host_tensor(buf: dict) -> HostTensor:
     """What ``tilelang-tt run`` reads and writes for plan buffer ``buf``: packed sub-byte weights (``host_unpack``)
-    as the packed tensor, int8 weights as int8, everything else in its format's ``_HOST_DTYPE``."""
+    as the packed tensor, everything else in its dtype where NumPy has it, else in its format's ``_HOST_DTYPE``."""
     if "host_unpack" in buf:
         spec = buf["host_unpack"]
         return HostTensor(spec["shape"], np.dtype(spec["dtype"]), spec)
@@ -146,10 +146,10 @@ def host_tensor(buf: dict) -> HostTensor:
         raise RunInputError(f"tensor {buf['name']} is {buf['dtype']}, which NumPy (.npy files) cannot hold",
                             construct="tilelang-tt run",
                             fix="call the kernel from Python with torch float8 tensors (kernel(*tensors))")
-    dtype = np.dtype(getattr(np, buf["dtype"], np.float32))
-    if buf["dtype"] == "float16":      # float16 results in Float32 pages: rounded to float16 as they are stored
-        return HostTensor(buf["shape"], dtype, None)
-    return HostTensor(buf["shape"], dtype if np.issubdtype(dtype, np.integer) else _HOST_DTYPE[buf["format"]], None)
+    # the tensor's own dtype where NumPy has one (float16 results kept in Float32 pages are rounded as they are
+    # stored; int8 weights stay int8), else its format's (bfloat16 and block-float tensors as float32)
+    own = getattr(np, buf["dtype"], None)
+    return HostTensor(buf["shape"], np.dtype(own) if own is not None else _HOST_DTYPE[buf["format"]], None)
 
 
 def _wrong_shape(name: str, file: str, array: np.ndarray, host: HostTensor, buf: dict, shape: list) -> RunInputError:

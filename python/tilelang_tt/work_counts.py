@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ttir, ttir_json
-from .device import get_device, matmul_block_unpack_tiles
+from .device import FACE, TILE, TILE_ELEMS, get_device, matmul_block_unpack_tiles
 from .intrinsics import CALLS
 
 
@@ -115,7 +115,8 @@ def _extent_names(body: list, lets: dict, valid: bool = False) -> set[str]:
 _TRANSFERS = ("read_tiles", "read_tiles_transposed", "read_tiles_window", "write_tiles", "write_tiles_window")
 # Element-granular transfers (templates/dataflow_helpers.h.j2): the aligned chunk each reads, per face-row segment
 # for the row gathers; a row scatter writes its segments (16 elements each) as they are
-_GATHER_CHUNK, _FACE_DIM, _FACES_PER_ROW, _INDEX_CHUNK = 64, 16, 2, 64
+_GATHER_CHUNK, _INDEX_CHUNK = 64, 64
+_FACES_PER_ROW = TILE // FACE
 _VALID_ARG = {"gather_row": 7, "scatter_row": 6}
 # Loop iterations the walk spends on valid flags (beyond that, a row whose flag a loop variable decides counts as
 # moved: an upper bound; an im2col convolution of 512k pixels has 19M gathered rows)
@@ -195,7 +196,7 @@ class _Counter:
         tensor = self.tensors[_name(args[1])]
         nbytes = mult * _eval(args[4], env) * _eval(args[5], env) * tensor["page_size"]
         if op.endswith("_window"):     # only the window's elements move
-            nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // 1024
+            nbytes = nbytes * _eval(args[7], env) * _eval(args[9], env) // TILE_ELEMS
         self.moved(work, role, nbytes, tensor, write=not op.startswith("read_tiles"))
 
     def moved(self, work: CoreWork, role: str, nbytes: int, tensor: dict, write: bool, dram_bytes=None) -> None:
@@ -229,8 +230,8 @@ class _Counter:
             valid = _eval(args[_VALID_ARG[op]], env) != 0
         except StaticCountError:
             valid = True
-        elem = tensor["page_size"] // 1024
-        segment = _FACE_DIM * elem
+        elem = tensor["page_size"] // TILE_ELEMS
+        segment = FACE * elem
         cols = mult * _eval(args[5], env)
         if op != "gather_row":
             if valid:
@@ -245,19 +246,18 @@ class _Counter:
     def _congruent(self, args: tuple, env: dict, face_col: int, elem: int) -> bool:
         """Whether segment ``face_col`` of a gathered row sits at congruent offsets (modulo the DRAM alignment) in
         its tile page and in the block (CB pages start at multiples of it), for every source row it may have."""
-        def offset(row: int) -> int:
-            return ((row // _FACE_DIM) * _FACES_PER_ROW + face_col) * _FACE_DIM * _FACE_DIM * elem \
-                + (row % _FACE_DIM) * _FACE_DIM * elem
+        def offset(row: int) -> int:     # dataflow_helpers.h's tile_elem_offset(row, face_col * kFaceDim), in bytes
+            return (((row // FACE) * _FACES_PER_ROW + face_col) * FACE * FACE + (row % FACE) * FACE) * elem
 
         if self.dram_alignment is None:
             raise StaticCountError("a row gather in a plan that names no device (its DRAM alignment)")
-        if (_FACE_DIM * elem) % self.dram_alignment == 0:
+        if (FACE * elem) % self.dram_alignment == 0:
             return True
         try:
             src, dst = _eval(args[3], env), _eval(args[1], env)
         except StaticCountError:
             return False
-        return offset(src % 32) % self.dram_alignment == offset(dst % 32) % self.dram_alignment
+        return offset(src % TILE) % self.dram_alignment == offset(dst % TILE) % self.dram_alignment
 
     def compute(self, op: str, args: tuple, env: dict, work: CoreWork, mult: int) -> None:
         spec = CALLS.get(op)

@@ -516,9 +516,10 @@ def super_block(func: tirx.PrimFunc, options: TTOptions, lower=None) -> tirx.Pri
 def _core_seconds(func, g: _Gemm, options: TTOptions, grid, rect, candidate, steps: int) -> float:
     """The roofline of the lattice with its ``H x W`` rectangles fused as ``candidate`` = (h, w, f), at the
     performance model's rates (``device.PERF``): max of a core's FPU, unpack and pack time and the DRAM time.
-    An ``h x w`` DST subblock unpacks ``h + w`` tiles per K tile (matmul_block, B transposed or not); a fused accumulator too large for DST is packed once per fused K
-    step (``steps / f`` per block) with packer L1 accumulation (``pack_l1_acc_cost``) or, with ``packer_l1_acc``
-    off, reloaded (unpacked) and packed; A is read ``W / w`` times, B ``H / h`` times."""
+    An ``h x w`` DST subblock unpacks ``h + w`` tiles per K tile (matmul_block, B transposed or not); a fused
+    accumulator too large for DST is packed once per fused K step (``steps / f`` per block) with packer L1
+    accumulation (``pack_l1_acc_cost``) or, with ``packer_l1_acc`` off, reloaded (unpacked) and packed; A is read
+    ``W / w`` times, B ``H / h`` times."""
     (H, W), (h, w, f) = rect, candidate
     perf, dev = get_perf(options.arch), options.device
     resolved = records.compute(func) or records.Compute(**compute_config.resolve(func, options))
