@@ -199,6 +199,59 @@ def test_expert_found_by_a_scalar_loop(arch):
     assert ((y.double() - ref).abs() <= bound).all(), ((y.double() - ref).abs() - bound).max()
 
 
+def _grouped_rows(G, rows, Mmax, N):
+    """Each group's rows at the prefix sum of the group sizes, summed by a scalar loop over the group index (a grid
+    variable), as TileLang's grouped per-split cast writes ``row_offset``."""
+    @T.prim_func
+    def grouped(X: T.Tensor((rows, N), "float32"), Sizes: T.Tensor((G,), "int32"),
+                Y: T.Tensor((G, Mmax, N), "float32")):
+        with T.Kernel(Mmax // 32, G, threads=128) as (bx, bz):
+            row_offset = T.alloc_var(T.int32)
+            row_offset = 0
+            for i in T.serial(bz):
+                row_offset += Sizes[i]
+            xs = T.alloc_shared((32, N), "float32")
+            T.copy(X[row_offset + bx * 32:row_offset + bx * 32 + 32, 0:N], xs)
+            for i, j in T.Parallel(32, N):
+                Y[bz, bx * 32 + i, j] = xs[i, j] * 2.0
+
+    return grouped
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_scalar_loop_bounded_by_the_grid_is_unrolled_to_its_bound(arch):
+    """``for i in T.serial(bz): row_offset += Sizes[i]``: the trip count is a grid variable, at most G - 1, so the
+    loop is unrolled G - 1 times with iteration i guarded by ``i < bz``; each group's rows are read at its prefix
+    sum (offsets 0, 40, 57: rows at unaligned offsets), rows past X read zeros."""
+    G, rows, Mmax, N = 3, 132, 96, 64
+    kernel = tilelang.compile(_grouped_rows(G, rows, Mmax, N), target={"kind": "tt", "arch": arch})
+    x = torch.randn(rows, N, generator=torch.Generator().manual_seed(11))
+    sizes = torch.tensor([40, 17, 75], dtype=torch.int32)
+    y = torch.full((G, Mmax, N), float("nan"))
+    kernel(x, sizes, y)
+    padded = torch.cat([x, torch.zeros(Mmax, N)])
+    offsets = [0, 40, 57]
+    torch.testing.assert_close(y, torch.stack([2 * padded[o:o + Mmax] for o in offsets]), rtol=0, atol=0)
+
+
+def test_a_scalar_loop_without_a_bound_is_refused():
+    """A trip count read from a tensor has no bound to unroll to: refused naming the loop and the limit."""
+    @T.prim_func
+    def unbounded(X: T.Tensor((64, 64), "float32"), Sizes: T.Tensor((2,), "int32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            total = T.alloc_var(T.int32)
+            total = 0
+            for i in T.serial(Sizes[bx]):
+                total += i
+            for i, j in T.Parallel(32, 64):
+                Y[bx * 32 + i, j] = X[bx * 32 + i, j] * T.Cast("float32", total)
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)a loop of scalar work over Sizes\[bx\] iterations \(at most "
+                                                 r"512 iterations, a constant or bounded by the grid, are computed at "
+                                                 r"compile time\).*fix: give the loop a constant trip count"):
+        tilelang.compile(unbounded, target="tt")
+
+
 def running_scale():
     """A scalar local carried from one iteration of a tile loop into the next (a running sum next to T.copy)."""
     @T.prim_func

@@ -15,6 +15,9 @@ Out: every buffer of scope ``local`` / ``local.var`` with at most MAX_ELEMS elem
      (symbolic execution in program order):
      * a loop whose body only stores scalar locals (``for i in range(n)``, constant ``n`` <= MAX_UNROLL) is unrolled
        symbolically; an ``if`` that only stores scalar locals becomes ``T.if_then_else`` on each stored value;
+       a trip count bounded by the grid (``for i in T.serial(bz): off += sizes[i]``, the prefix sum of TileLang's
+       grouped examples) is unrolled to its bound with each iteration guarded by ``i < extent`` (a running sum
+       ``v + d`` becomes ``v + T.if_then_else(i < extent, d, 0)``, so the expression grows linearly);
      * in any other loop, a scalar stored before it is read in the body (per iteration) is forwarded inside the
        body; after the loop it holds its last iteration's value (constant trip count); a scalar read in an
        iteration of a loop that also moves tiles before that iteration stores it (a running sum next to T.copy)
@@ -30,11 +33,12 @@ from __future__ import annotations
 
 import itertools
 
+import tvm
 from tvm import arith, tirx
 
 from ..errors import TTUnsupportedError
-from .common import (TileOps, decode_region, describe, prim_func_pass, source_of, tile_op_call, transform,
-                     with_buffers)
+from .common import (TileOps, decode_region, describe, grid_loops, prim_func_pass, source_of, tile_op_call,
+                     transform, with_buffers)
 
 MAX_ELEMS = 16       # local arrays up to this many elements are scalars (T.alloc_local((4,), ...) of a few values)
 MAX_UNROLL = 512     # trip count of a scalar-only loop unrolled at compile time
@@ -90,9 +94,10 @@ def _size(expr) -> int:
 
 
 class _Forward:
-    def __init__(self, scalars: dict, src: str):
+    def __init__(self, scalars: dict, src: str, bounds: arith.Analyzer):
         self.scalars = scalars       # data var -> Buffer
         self.src = src
+        self.bounds = bounds         # the grid variables' ranges: a trip count's largest value
         self.carried: set = set()    # scalars read while carried from one iteration of a tile loop into the next
 
     # ---- values ---------------------------------------------------------------------------------------------
@@ -167,6 +172,8 @@ class _Forward:
             fix="store block scalars at the kernel's top level, in loops or in ifs")
 
     def branch(self, stmt, env):
+        """An if that only stores scalar locals: each stored value becomes ``T.if_then_else(cond, then, else)``; a
+        value the then-branch adds to (``v + d``, no else) becomes ``v + T.if_then_else(cond, d, 0)``."""
         cond = self.value(stmt.condition, env, stmt)
         if not _only_scalar_code(stmt, self.scalars):
             raise TTUnsupportedError(
@@ -182,6 +189,8 @@ class _Forward:
                 continue
             if a is None or b is None or isinstance(a, _Unknown) or isinstance(b, _Unknown):
                 env[key] = _Unknown("it is stored in only one branch of an if and has no value before it")
+            elif isinstance(a, tirx.Add) and a.a.same_as(b):
+                env[key] = b + tirx.if_then_else(cond, a.b, tirx.const(0, a.b.dtype))
             else:
                 env[key] = tirx.if_then_else(cond, a, b)
         return None
@@ -189,13 +198,16 @@ class _Forward:
     def loop(self, stmt, env):
         extent, start = _const(stmt.extent), _const(stmt.min)
         if _only_scalar_code(stmt.body, self.scalars) and stmt.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
-            if extent is None or start is None or extent > MAX_UNROLL:
+            bound = extent if extent is not None else self.bounds.const_int_bound(stmt.extent).max_value
+            if start is None or bound > MAX_UNROLL:
                 raise TTUnsupportedError(
-                    f"a loop of scalar work over {stmt.extent} iterations (at most {MAX_UNROLL} constant "
-                    "iterations are computed at compile time)", construct=describe(stmt), source=self.src,
-                    fix="give the loop a constant trip count")
-            for i in range(start, start + extent):
+                    f"a loop of scalar work over {stmt.extent} iterations (at most {MAX_UNROLL} iterations, a "
+                    "constant or bounded by the grid, are computed at compile time)", construct=describe(stmt),
+                    source=self.src, fix="give the loop a constant trip count")
+            for i in range(start, start + bound):
                 body = tirx.stmt_functor.substitute(stmt.body, {stmt.loop_var: tirx.IntImm(stmt.loop_var.dtype, i)})
+                if extent is None:      # iteration i runs when i < min + extent: scalar code under an if
+                    body = tirx.IfThenElse(tirx.IntImm(stmt.loop_var.dtype, i) < stmt.min + stmt.extent, body, None)
                 self.run(body, env)
             return None
         if stmt.kind == tirx.ForKind.PARALLEL:
@@ -273,6 +285,9 @@ def _fills_as_stores(body, scalars):
 
 def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
     src = source_of(func)
+    bounds = arith.Analyzer()
+    for loop in grid_loops(func)[0]:
+        bounds.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
 
     def post(node):
         scalars = _scalar_locals(node)
@@ -285,7 +300,7 @@ def forward_scalars(func: tirx.PrimFunc) -> tirx.PrimFunc:
             return None
         fragments: dict = {}      # a scalar carried across tile-loop iterations -> its one-element fragment
         while True:
-            forward = _Forward(scalars, src)
+            forward = _Forward(scalars, src, bounds)
             body = forward.run(_fills_as_stores(node.body, scalars), {})
             if not forward.carried:
                 break
