@@ -208,3 +208,71 @@ def test_row_read_into_a_column_vector(arch, M, dtype):
     for b in range(R):      # the row is moved and transposed (exact), then one float32 multiply per element
         want[b * step:b * step + M] = X[b * step:b * step + M] * L[b].float()[:, None]
     assert torch.equal(O, want)
+
+
+def _first_row_over_its_max(R, D):
+    """Each block stores one row of Y (row ``bx``: row ``bx % 32`` of a tile) from a row of its block and one
+    element of a reduction (``rmax[0]``: a 1x1 value)."""
+    @T.prim_func
+    def k(X: T.Tensor((R * 32, D), "float32"), Y: T.Tensor((R, D), "float32")):
+        with T.Kernel(R, threads=128) as bx:
+            xs = T.alloc_shared((32, D), "float32")
+            rmax = T.alloc_fragment((32,), "float32")
+            T.copy(X[bx * 32, 0], xs)
+            T.reduce_max(xs, rmax, dim=1)
+            for d in T.Parallel(D):
+                Y[bx, d] = xs[0, d] / rmax[0]
+
+    return k
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_one_value_over_a_row_stored_at_row_bx(arch):
+    """The 1x1 value is broadcast to every row of the tile (``unary_bcast_scalar``), since the writer stores row
+    ``bx % 32``; its column broadcast filled row 0 alone, and rows 1.. of Y were ``x / 0`` (NaN and inf)."""
+    R, D = 5, 64
+    kernel = tilelang.compile(_first_row_over_its_max(R, D), target={"kind": "tt", "arch": arch})
+    x = torch.rand(R * 32, D, generator=torch.Generator().manual_seed(3)) + 0.5
+    y = torch.full((R, D), float("nan"))
+    kernel(x, y)
+    first = x.view(R, 32, D)[:, 0, :]
+    want = first / first.amax(1, keepdim=True)     # one float32 division per element (the SFPU's is exact here)
+    torch.testing.assert_close(y, want, rtol=2 ** -22, atol=0)
+
+
+def _block_amax_quant(R, D):
+    """TileLang's fp8 block pooling, in float32: a column sum into a 1-D vector, its absmax reduced to one value
+    (``T.reduce_absmax(acc, max_abs, dim=0)`` of a 1-D ``acc``), a per-block scale from it."""
+    @T.prim_func
+    def k(X: T.Tensor((R * 32, D), "float32"), Y: T.Tensor((R, D), "float32"), S: T.Tensor((R,), "float32")):
+        with T.Kernel(R, threads=128) as bx:
+            xs = T.alloc_shared((32, D), "float32")
+            acc = T.alloc_fragment((D,), "float32")
+            max_abs = T.alloc_fragment((1,), "float32")
+            T.copy(X[bx * 32, 0], xs)
+            T.reduce_sum(xs, acc, dim=0)
+            T.reduce_absmax(acc, max_abs, dim=0)
+            scale = T.max(max_abs[0] / 448.0, 1e-10)
+            for d in T.Parallel(D):
+                Y[bx, d] = acc[d] / scale
+            for i in T.Parallel(1):
+                S[bx + i] = scale
+
+    return k
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_vector_reduced_to_one_value(arch):
+    """A 1-D vector's only axis is the reduced one: along the columns of the row vector it is (it was reduced
+    along rows and refused, "expected [1, 128]"); the scale and the scaled sums against float64."""
+    R, D = 3, 128
+    kernel = tilelang.compile(_block_amax_quant(R, D), target={"kind": "tt", "arch": arch})
+    x = torch.randn(R * 32, D, generator=torch.Generator().manual_seed(4))
+    y, s = torch.zeros(R, D), torch.zeros(R)
+    kernel(x, y, s)
+    acc = x.double().view(R, 32, D).sum(1)
+    scale = (acc.abs().amax(1) / 448).clamp(min=1e-10)
+    # float32 sums of 32 terms (a few ulps of the sum of |x|), then one division each
+    assert ((s.double() - scale).abs() <= 2 ** -20 * scale).all()
+    assert ((y.double() - acc / scale[:, None]).abs() <= 2 ** -18 * (x.double().abs().view(R, 32, D).sum(1)
+                                                                      / scale[:, None])).all()

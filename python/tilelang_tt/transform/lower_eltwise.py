@@ -159,29 +159,47 @@ class _Eval:
         self.call(out, op, v, *extra)
 
     def bcast(self, name: str):
-        """How the leaf ``name`` broadcasts over the destination: None (same shape), "rows", "cols", "scalar"."""
+        """How the leaf ``name`` broadcasts over the destination: None (same shape), "rows", "cols", "scalar".
+
+        A one-row (one-column) block sits at some row (column) of its tiles (``tile_offset``: 0, or -1 for a place
+        known only per block, as row ``bx % 32``); the FPU broadcasts a tile's first row, first column or first
+        element, so a leaf reaches a destination placed elsewhere only from there: a 1x1 leaf over a one-row
+        destination at row ``bx % 32`` is a scalar broadcast unless it sits in that row (its column broadcast would
+        fill row 0 alone)."""
         R, C = self.lw.cbs[self.dest].shape
         r, c = self.lw.cbs[name].shape
         if name in self.windows:   # a dest-shaped window of a larger fragment (MemorySpaceLowerTT checked it)
             return None
+        at = self.lw.cbs[name].tile_offset
+        want = self.lw.cbs[self.dest].tile_offset
         if (r, c) == (R, C):
             # a one-row (one-column) block at the top (left) of its tile against one elsewhere in its tile
             # (gamma[j] against the row bx % 32 of x): the FPU broadcasts its first row (column)
-            at = self.lw.cbs[name].tile_offset
-            want = self.lw.cbs[self.dest].tile_offset
-            if r == 1 and at[0] == 0 and want[0] != 0:
-                return "rows"
-            if c == 1 and at[1] == 0 and want[1] != 0:
-                return "cols"
-            return None
-        if r == 1 and c == 1:
-            return "scalar" if R > 1 and C > 1 else "cols" if C > 1 else "rows"
-        if c == 1 and r == R:
-            return "cols"
-        if r == 1 and c == C:
-            return "rows"
-        raise TTUnsupportedError(f"{name} of shape {[r, c]} cannot broadcast to {self.dest} of shape {[R, C]}",
-                                 construct=self.note, source=self.lw.src)
+            rows = r == 1 and at[0] == 0 and want[0] != 0
+            cols = c == 1 and at[1] == 0 and want[1] != 0
+            kind = "scalar" if rows and cols else "rows" if rows else "cols" if cols else None
+        elif r == 1 and c == 1:
+            # over a one-row destination the leaf's column broadcast fills the leaf's own row: right when that is
+            # the destination's row (a row statistic of the same block row), else the value goes to every row
+            if R == 1:
+                kind = "cols" if at[0] == want[0] else "scalar"
+            elif C == 1:
+                kind = "rows" if at[1] == want[1] else "scalar"
+            else:
+                kind = "scalar"
+        elif c == 1 and r == R:
+            kind = "cols"
+        elif r == 1 and c == C:
+            kind = "rows"
+        else:
+            raise TTUnsupportedError(f"{name} of shape {[r, c]} cannot broadcast to {self.dest} of shape {[R, C]}",
+                                     construct=self.note, source=self.lw.src)
+        if kind in ("rows", "scalar") and at[0] != 0 or kind in ("cols", "scalar") and at[1] != 0:
+            raise TTUnsupportedError(
+                f"{name} ({r}x{c}) sits at a row or column of its tiles known only per block, and is broadcast over "
+                f"{self.dest} ({R}x{C}): TT broadcasts a tile's first row, column or element", construct=self.note,
+                source=self.lw.src, fix=f"compute {name} at the top of its block (index it from 0) before combining it")
+        return kind
 
     def leaf_index(self, name: str):
         kind = self.bcast(name)

@@ -262,6 +262,9 @@ class _Views:
             if len(dst.buffer.shape) == 1 and len(src.buffer.shape) == 2:
                 dim = dim % 2
                 self.orient.set(dst.buffer, COL if dim == 1 else ROW, f"T.reduce_*(dim={dim}) output")
+            elif len(dst.buffer.shape) == 1 and len(src.buffer.shape) == 1:
+                # a vector reduced to one value: the value sits where the vector's reduction leaves it
+                self.orient.union(src.buffer, dst.buffer)
             return
         if c.op.same_as(TileOps.copy):
             src, dst = decode_region(c.args[0], self.src), decode_region(c.args[1], self.src)
@@ -402,6 +405,19 @@ class _Views:
         idx = [tirx.IntImm("int32", 0)] * (len(shape) - len(idx)) + idx
         return new, [fold(idx[:p], shape[:p]), fold(idx[p:], shape[p:])]
 
+    def vector_reduce_dims(self, body):
+        """``body`` with every ``T.reduce_*`` of a 1-D buffer (``dim=0``, its only axis) reducing along that axis
+        of its 2-D view: the columns of a row vector (``dim=1``), the rows of a column vector (``dim=0``)."""
+        def post(node):
+            if isinstance(node.op, Op) and node.op.same_as(TileOps.reduce):
+                src = decode_region(node.args[0], self.src).buffer
+                if len(src.shape) == 1:
+                    dim = tirx.IntImm("int32", 1 if self.orient.of(src) == ROW else 0)
+                    return tirx.Call(node.dtype, node.op, [*node.args[:3], dim, *node.args[4:]])
+            return None
+
+        return transform(body, post, ["tirx.Call"])
+
     def rewrite(self) -> tirx.PrimFunc:
         if not self.new:
             return self.func
@@ -434,7 +450,8 @@ class _Views:
                                    allocs, node.match_buffers, node.annotations)
             return None
 
-        body = transform(self.func.body, post, ["tirx.BufferLoad", "tirx.BufferStore", "tirx.Call", "tirx.SBlock"])
+        body = transform(self.vector_reduce_dims(self.func.body), post,
+                         ["tirx.BufferLoad", "tirx.BufferStore", "tirx.Call", "tirx.SBlock"])
         bmap = {p: (self.new[b.data][0] if b.data in self.new else b) for p, b in self.func.buffer_map.items()}
         return tirx.PrimFunc(self.func.params, body, self.func.ret_type, bmap, self.func.attrs)
 
