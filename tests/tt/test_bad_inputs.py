@@ -136,7 +136,10 @@ def scalar_store():
     @T.prim_func
     def k(A: T.Tensor((64, 64), "float32")):
         with T.Kernel(2, 2, threads=128) as (bx, by):
-            A[by * 32, bx * 32] = 1.0
+            s = T.alloc_fragment((32, 32), "float32")
+            T.clear(s)
+            s[3, 4] = 1.0
+            T.copy(s, A[by * 32, bx * 32])
     return k
 
 

@@ -138,14 +138,21 @@ def test_control_flow(artifact_root):
     assert torch.equal(c, want)
 
 
-def test_scalar_store(artifact_root):
+def test_one_tensor_element_stored_outside_t_parallel(artifact_root):
+    """``A[by * 32, bx * 32] = 1.0`` in the block body stores that one element (a T.Parallel over one element);
+    the rest of A keeps its values."""
+    import torch
+
     @T.prim_func
     def scalar(A: T.Tensor((64, 64), "float32")):
         with T.Kernel(2, 2, threads=128) as (bx, by):
             A[by * 32, bx * 32] = 1.0
 
-    with pytest.raises(TTUnsupportedError, match=r"a scalar store outside T.Parallel"):
-        compile_tt(scalar)
+    a = torch.randn(64, 64)
+    want = a.clone()
+    want[::32, ::32] = 1.0
+    compile_tt(scalar)(a)
+    assert torch.equal(a, want)
 
 
 def test_schedule_leaving_blocks_uncovered(artifact_root):

@@ -137,3 +137,44 @@ def test_block_barriers_and_register_hints_are_implied():
     y = torch.empty_like(x)
     kernel(x, y)
     assert torch.equal(y, x + 1)
+
+
+def _mean_pool(R, D, rows, dtype):
+    """TileLang's block mean pooling (dsa_hisa), in ``dtype``: each block clears its fragment, copies rows of K into
+    it (the last block's copy reaches past K, whose rows read zeros), scales the rows in place and sums them."""
+    @T.prim_func
+    def pool(K: T.Tensor((rows, D), dtype), S: T.Tensor((R * 32,), "float32"), Y: T.Tensor((R, D), "float32")):
+        with T.Kernel(R, threads=128) as bx:
+            index_k = T.alloc_fragment((32, D), "float32")
+            scale = T.alloc_fragment((32,), "float32")
+            acc = T.alloc_fragment((D,), "float32")
+            T.fill(index_k, 0.0)
+            T.copy(K[bx * 32:bx * 32 + 32, :], index_k)
+            for i in T.Parallel(32):
+                scale[i] = S[bx * 32 + i]
+            for i, d in T.Parallel(32, D):
+                index_k[i, d] = index_k[i, d] * scale[i]
+            T.reduce_sum(index_k, acc, dim=0)
+            for d in T.Parallel(D):
+                Y[bx, d] = acc[d]
+
+    return pool
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_clear_the_next_copy_overwrites(arch, dtype):
+    """``T.fill(index_k, 0)`` before a ``T.copy`` of the whole block: the reader writes every element (zeros past K,
+    as the guarded GPU copy leaves the fill's), so the clear goes and a float32 index_k has one producer (it was
+    refused: "filled by the reader and also written by compute"; a bfloat16 K reaches it through compute's
+    widening copy either way). Rows past K count as zeros."""
+    R, D, rows = 3, 64, 80
+    kernel = tilelang.compile(_mean_pool(R, D, rows, dtype), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(8)
+    k, s, y = torch.randn(rows, D, generator=g).to(getattr(torch, dtype)), torch.randn(R * 32, generator=g), torch.zeros(R, D)
+    kernel(k, s, y)
+    padded = torch.cat([k.double(), torch.zeros(R * 32 - rows, D, dtype=torch.float64)])
+    products = padded * s.double()[:, None]
+    want = products.view(R, 32, D).sum(1)
+    # exact bf16 -> fp32 widening, one fp32 product each, 32-term fp32 sums: a few fp32 ulps of the sum of |x|
+    assert ((y.double() - want).abs() <= 2 ** -20 * products.abs().view(R, 32, D).sum(1)).all()

@@ -66,6 +66,26 @@ _ROLE_BASE = {"input": 0, "output": 16, "intermediate": 24, "scratch": 24}
 _NO_OPS = (tvm.ir.Op.get("tirx.tvm_storage_sync"), tvm.ir.Op.get("tl.no_set_max_nreg"))
 
 
+def _without_overwritten_clears(seq: list) -> list:
+    """``seq`` without each ``T.clear(x)`` / ``T.fill(x, 0)`` of a tile buffer that the next statement overwrites
+    whole with a ``T.copy`` from a tensor (``T.fill(index_k, 0); T.copy(K[s:s + bn, :], index_k)``): the reader
+    writes every element of the block, zeros past the tensor's edge as the guarded GPU copy leaves the fill's, so
+    the buffer is not also written by compute."""
+    out = []
+    for stmt, after in zip(seq, seq[1:] + [None]):
+        fill, copy = tile_op_call(stmt), tile_op_call(after) if after is not None else None
+        if fill is not None and copy is not None and fill.op.same_as(TileOps.fill) and \
+                copy.op.same_as(TileOps.copy) and isinstance(fill.args[1], (tirx.IntImm, tirx.FloatImm)) and \
+                float(fill.args[1].value) == 0.0:
+            cleared, src, dst = (decode_region(a) for a in (fill.args[0], copy.args[0], copy.args[1]))
+            if is_global(src.buffer) and not is_global(cleared.buffer) and dst.buffer.same_as(cleared.buffer) and \
+                    all(isinstance(m, tirx.IntImm) and int(m) == 0 for m in dst.mins) and \
+                    [int(e) for e in dst.extents] == [int(n) for n in static_shape(dst.buffer)]:
+                continue
+        out.append(stmt)
+    return out
+
+
 @dataclass
 class CBInfo:
     buffer: tirx.Buffer
@@ -202,7 +222,7 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         """``stmt`` over CBs: tile buffers allocated, tile operators and T.Parallel nests lowered (``stages``: the
         depth of reader-filled CBs in the enclosing loop)."""
         if isinstance(stmt, tirx.SeqStmt):
-            return tirx.SeqStmt([self.lower(s, stages) for s in stmt.seq])
+            return tirx.SeqStmt([self.lower(s, stages) for s in _without_overwritten_clears(list(stmt.seq))])
         if isinstance(stmt, tirx.SBlockRealize):
             block = stmt.block
             self._check_block_fields(stmt)
@@ -233,12 +253,14 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         if isinstance(stmt, tirx.While):
             raise TTUnsupportedError("a while loop (data-dependent control flow)", construct=describe(stmt),
                                      source=self.src, fix="use loops with compile-time extents")
-        if isinstance(stmt, tirx.BufferStore) and not is_global(stmt.buffer) and \
-                all(int(n) == 1 for n in static_shape(stmt.buffer, self.src)) and \
-                all(isinstance(i, tirx.IntImm) and int(i) == 0 for i in stmt.indices):
-            # the one element of a 1x1 tile buffer (D_local[0, 0] = D[h]): a T.Parallel over its one element
+        if isinstance(stmt, tirx.BufferStore) and (is_global(stmt.buffer) or (
+                all(int(n) == 1 for n in static_shape(stmt.buffer, self.src)) and
+                all(isinstance(i, tirx.IntImm) and int(i) == 0 for i in stmt.indices))):
+            # the one element of a 1x1 tile buffer (D_local[0, 0] = D[h]), or one element of a tensor (a block's
+            # scale, BlockedKScale[bx] = block_scale): a T.Parallel over that one element
             loop_vars = [tirx.Var(v, "int32") for v in ("i", "j")[:len(stmt.indices)]]
-            nest = tirx.BufferStore(stmt.buffer, stmt.value, loop_vars)
+            nest = tirx.BufferStore(stmt.buffer, stmt.value, [i + v for i, v in zip(stmt.indices, loop_vars)]
+                                    if is_global(stmt.buffer) else loop_vars)
             for v in reversed(loop_vars):
                 nest = tirx.For(v, 0, 1, tirx.ForKind.PARALLEL, nest)
             return self.lower(nest, stages)
