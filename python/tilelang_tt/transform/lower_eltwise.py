@@ -175,8 +175,8 @@ class _Eval:
         if (r, c) == (R, C):
             # a one-row (one-column) block at the top (left) of its tile against one elsewhere in its tile
             # (gamma[j] against the row bx % 32 of x): the FPU broadcasts its first row (column)
-            rows = r == 1 and at[0] == 0 and want[0] != 0
-            cols = c == 1 and at[1] == 0 and want[1] != 0
+            rows = r == 1 and at[0] != want[0]
+            cols = c == 1 and at[1] != want[1]
             kind = "scalar" if rows and cols else "rows" if rows else "cols" if cols else None
         elif r == 1 and c == 1:
             # over a one-row destination the leaf's column broadcast fills the leaf's own row: right when that is
