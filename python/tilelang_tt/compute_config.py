@@ -272,14 +272,17 @@ def _matmul_operands(body, program, src: str, fidelity: str) -> dict:
             continue
         for operand, arg in (("in0", c.args[0]), ("in1", c.args[1])):
             fmt = carried.get(arg.name, program.cbs[arg.name].fmt)
-            if fmt == "Float32" and program.cbs[arg.name].dtype == "float16":
+            held = fmt == "Float32" and program.cbs[arg.name].dtype == "float16"
+            if held:
                 fmt = "Float16"      # a float16 fragment held as Float32 (MemorySpaceLowerTT): FP16 in SrcA/SrcB
             if fmt not in _FORMAT_BITS:    # block-float weights: the user chose their precision
                 continue
             reach = _FLOAT32_SRC_BITS[src] if fmt == "Float32" else _FORMAT_BITS[fmt]
             bits = min(reach, _multiplied_bits(operand == "in1", fidelity))
             if operand not in out or bits < out[operand]["bits"]:
-                out[operand] = {"format": fmt, "bits": bits, "of": _FORMAT_BITS[fmt]}
+                out[operand] = {**out.get(operand, {}), "format": fmt, "bits": bits, "of": _FORMAT_BITS[fmt]}
+            if held:    # its fp32 value reaches SrcA/SrcB truncated to FP16, where a GPU store rounds to nearest
+                out[operand]["truncated"] = arg.name
     return out
 
 
@@ -319,6 +322,12 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
                + _fp16_split_fix(precision, fidelity) + "allow_fp16_reduced=True (T.annotate_tt_compute) accepts this")
         out.append(f"T.gemm multiplies {o['bits']} of the {o['of']} significant bits of its {dtype} {operand} at "
                    f"{fidelity}: relative error up to 2^-{o['bits'] - 1} per product; {fix}")
+    for operand, o in sorted(precision.get("matmul_operands", {}).items()):
+        if "truncated" in o and not precision.get("allow_fp16_reduced"):
+            out.append(f"T.gemm reads its float16 {operand}, a tile buffer compute updated and holds as float32, "
+                       "truncated to float16 (SrcA/SrcB hold FP16) where a GPU rounds each store to the nearest: one "
+                       "float16 ulp at most (relative 2^-10) per element; allow_fp16_reduced=True "
+                       "(T.annotate_tt_compute) accepts this")
     if precision.get("float16_pack") == "bf16":
         out.append("float16 results computed in an fp32 DST are packed through bfloat16 (8 of 11 significant bits, "
                    "relative error up to 2^-9; the 0.81 pack configuration): store bfloat16 or float32 results, or "

@@ -550,7 +550,9 @@ def test_fp16_fragment_keeps_fp16_bits_through_updates():
     """Each update of ``f`` packs an fp32 DST: into a Float16 CB it would keep bf16's 8 significant bits (0.81's
     pack configuration, TT_KERNEL_PATTERNS 5b), so the fragment is held as Float32 and the matmul's unpacker reads
     it as FP16. A has 11 significant bits (in0: all multiplied at HiFi4), B small integers (in1: exact in SrcA's 10
-    bits, split by Float16OperandsTT anyway): C equals the float64 product and nothing is warned."""
+    bits, split by Float16OperandsTT anyway): C equals the float64 product. The updates (x 2, x 0.5) keep float16
+    values, so reading them truncated to FP16 loses nothing here; in general it is one float16 ulp, which is what
+    the one warning says (test_fp16_fragment_read_truncated_is_warned)."""
     torch.manual_seed(11)
     a = (1 + torch.randint(0, 1024, (64, 64)) / 1024).to(torch.float16)   # 11 significant bits
     a = a * torch.where(torch.rand(64, 64) < 0.5, -1, 1).to(torch.float16)
@@ -561,8 +563,37 @@ def test_fp16_fragment_keeps_fp16_bits_through_updates():
     np.testing.assert_array_equal(c.numpy(), (a.double() @ b.double()).float().numpy())
     f = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "f")
     assert f["format"] == "Float32"          # the float16 fragment, held as Float32
-    assert not warned          # in1 split (Float16OperandsTT), the fragment held as Float32: nothing lost
+    assert len(warned) == 1 and warned[0].count("\n  - ") == 1 and "\n  - T.gemm reads its float16 in0, a tile " \
+        "buffer compute updated and holds as float32, truncated to float16" in warned[0]    # in1 split: nothing else
     assert "float16_pack" not in kernel.plan["precision"]
+
+
+def test_fp16_fragment_read_truncated_is_warned():
+    """``f = f * 0.3`` leaves fp32 values a GPU store rounds to the nearest float16; held as Float32 they reach SrcB
+    truncated to FP16 (tt-sim's unpacker): C equals the float64 product of A * 0.3 truncated to float16, is within
+    one float16 ulp per element of the rounded model, and the warning says so (allow_fp16_reduced accepts it)."""
+    torch.manual_seed(13)
+    a = (1 + torch.randint(0, 1024, (64, 64)) / 1024).to(torch.float16)
+    b = torch.randint(-4, 5, (64, 64)).to(torch.float16)
+    c = torch.empty(64, 64)
+    kernel, warned = _compile_recording(fp16_fragment_gemm((0.3, 0.0), (1.0, 0.0)), "tt")
+    kernel(a, b, c)
+    scaled = a.float() * torch.tensor(0.3, dtype=torch.float32)      # the fp32 product compute holds
+    truncated = (scaled.view(torch.int32) & ~((1 << 13) - 1)).view(torch.float32)    # 11 significant bits kept
+    np.testing.assert_array_equal(c.numpy(), (truncated.double() @ b.double()).float().numpy())
+    rounded = scaled.half().double()
+    assert ((c.double() - rounded @ b.double()).abs() <=
+            2.0 ** -10 * rounded.abs() @ b.double().abs() + 1e-6).all()
+    assert (truncated.double() != rounded).any()          # the data does tell truncation from rounding
+    assert [w.split("\n  - ")[1:] for w in warned] == [[
+        "T.gemm reads its float16 in0, a tile buffer compute updated and holds as float32, truncated to float16 "
+        "(SrcA/SrcB hold FP16) where a GPU rounds each store to the nearest: one float16 ulp at most (relative 2^-10) "
+        "per element; allow_fp16_reduced=True (T.annotate_tt_compute) accepts this"]]
+    # the CB the matmul reads: Float16OperandsTT's copy of f for the matmul (its updates read f from DST)
+    assert kernel.plan["precision"]["matmul_operands"]["in0"]["truncated"] == "f_mm"
+    _, accepted = _compile_recording(fp16_fragment_gemm((0.3, 0.0), (1.0, 0.0)),
+                                     {"kind": "tt", "allow_fp16_reduced": True})
+    assert not accepted
 
 
 def test_fp16_fragment_updated_in_place_is_multiplied_from_a_copy():
