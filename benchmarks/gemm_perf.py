@@ -5,7 +5,9 @@ For bf16 GEMMs (M x N x K: square 512..8192 and the LLaMA shapes 4096x11008x4096
 1024x4096x4096, 128x4096x4096) on wormhole_b0 (8x8) and blackhole (11x10), TileLang's example blocks (128x128x32,
 B transposed, fp32 accumulator) and the design's (32x32x32), each compiled with the defaults (HiFi2, SuperBlockTT's
 automatic multicast and per-core super-blocks; column "fused": the h x w user blocks fused per core): cores used,
-our modeled time and TFLOPS, what binds it, DRAM bytes against the A + B + C minimum; then the same performance
+our modeled time and TFLOPS, what binds it, DRAM bytes against the A + B + C minimum and, "L1 min", the least
+ratio any 2-D multicast lattice can reach when the per-core output block keeps the kernel's accumulator in L1
+(``l1_min_ratio``: above 1 the output does not fit the cores' L1, so some operand is read more than once); then the same performance
 model applied to TTNN's 2-D multicast matmul on the same shape with every tensor in DRAM
 (tilelang_tt/ttnn_reference.py dram_config), and ours/TTNN: our TFLOPS over TTNN's, a model against a model. How
 far the model of TTNN's kernel is from TT's measurements is benchmarks/calibration.py's table (docs/perf_model.md);
@@ -23,9 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tilelang  # noqa: E402
 
-import tilelang_tt  # noqa: E402,F401
 from examples import kernels as K  # noqa: E402
+from tilelang_tt import device  # noqa: E402  (importing the package registers target "tt")
 from tilelang_tt import ttnn_reference as ref  # noqa: E402
+from tilelang_tt.device import TILE, TILE_ELEMS  # noqa: E402
 
 SQUARE = tuple((n, n, n) for n in (512, 1024, 2048, 4096, 8192))
 LLAMA = ((4096, 11008, 4096), (4096, 14336, 4096), (1024, 4096, 4096), (128, 4096, 4096))   # M, N, K
@@ -33,14 +36,36 @@ BLOCKS = {
     "tilelang 128x128x32": lambda m, n, k: K.tilelang_example_gemm(m, n, k, dtype="bfloat16", accum_dtype="float32"),
     "design 32x32x32": lambda m, n, k: K.design_gemm(m, n, k),
 }
+ACC_BYTES = {"tilelang 128x128x32": 4, "design 32x32x32": 2}     # the accumulator's element (float32 / bfloat16)
 HEADER = (f"{'arch':12s} {'blocks':20s} {'M x N x K':>17s} {'cores':>5s} {'ours us':>9s} {'TFLOPS':>7s} "
-          f"{'bound':>7s} {'DRAM MB':>8s} {'x min':>6s} {'fused':>6s} | {'TTNN us':>9s} {'TFLOPS':>7s} {'bound':>7s} "
+          f"{'bound':>7s} {'DRAM MB':>8s} {'x min':>6s} {'L1 min':>6s} {'fused':>6s} | {'TTNN us':>9s} {'TFLOPS':>7s} {'bound':>7s} "
           f"{'ours/TTNN':>9s} | {'no mcast':>8s} {'bound':>7s} {'x min':>6s}")
 
 
 def _fused(kernel) -> str:
     sb = kernel.plan.get("super_block")
     return "-" if sb is None else "x".join(str(f) for f in sb["factor"])
+
+
+def l1_min_ratio(m: int, n: int, k: int, arch: str, acc_bytes: int) -> float:
+    """The least DRAM traffic, over the A + B + C minimum, of any 2-D multicast GEMM on ``arch`` whose per-core
+    output block (P x Q tiles, any lattice of rows x cols cores) keeps its accumulator in L1 beside double-buffered
+    bf16 A and B tiles of one K step: A is read once per pass over N (ceil(Nt / (cols * Q))), B once per pass over M.
+    Where this exceeds 1.0 no such GEMM reads each operand once: the output does not fit the cores' L1."""
+    dev = device.get_device(arch)
+    mt, nt = m // TILE, n // TILE
+    a, b, c = 2 * m * k, 2 * k * n, 2 * m * n
+    tile_bf16, tile_acc = 2 * TILE_ELEMS, acc_bytes * TILE_ELEMS
+    best = None
+    for rows in range(1, dev.grid_y + 1):
+        for cols in range(1, dev.grid_x + 1):
+            for p in range(1, -(-mt // rows) + 1):
+                for q in range(1, -(-nt // cols) + 1):
+                    if tile_acc * p * q + 2 * tile_bf16 * (p + q) > dev.l1_usable_bytes:
+                        break
+                    moved = a * -(-nt // (cols * q)) + b * -(-mt // (rows * p)) + c
+                    best = moved if best is None else min(best, moved)
+    return best / (a + b + c)
 
 
 def _row(arch: str, label: str, shape: tuple, kernel, plain: dict) -> str:
@@ -51,7 +76,8 @@ def _row(arch: str, label: str, shape: tuple, kernel, plain: dict) -> str:
     tflops = 2 * m * n * k / model["seconds"] / 1e12
     return (f"{arch:12s} {label:20s} {f'{m}x{n}x{k}':>17s} {len(kernel.plan['mapping']):5d} "
             f"{model['seconds'] * 1e6:9.1f} {tflops:7.2f} {model['bound']:>7s} {model['dram_bytes'] / 1e6:8.1f} "
-            f"{model['dram_bytes'] / minimum:6.2f} {_fused(kernel):>6s} | {ttnn['seconds'] * 1e6:9.1f} "
+            f"{model['dram_bytes'] / minimum:6.2f} {l1_min_ratio(m, n, k, arch, ACC_BYTES[label]):6.2f} "
+            f"{_fused(kernel):>6s} | {ttnn['seconds'] * 1e6:9.1f} "
             f"{ttnn['tflops']:7.2f} {ttnn['bound']:>7s} {ttnn['seconds'] / model['seconds']:9.3f} | "
             f"{2 * m * n * k / plain['seconds'] / 1e12:8.2f} {plain['bound']:>7s} {plain['dram_bytes'] / minimum:6.2f}")
 
