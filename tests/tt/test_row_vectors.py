@@ -276,3 +276,29 @@ def test_a_vector_reduced_to_one_value(arch):
     assert ((s.double() - scale).abs() <= 2 ** -20 * scale).all()
     assert ((y.double() - acc / scale[:, None]).abs() <= 2 ** -18 * (x.double().abs().view(R, 32, D).sum(1)
                                                                       / scale[:, None])).all()
+
+
+def test_a_column_vector_reduced_to_one_value():
+    """Row sums (a column vector: T.reduce_sum(dim=1)) reduced to their maximum (``dim=0``, the vector's only axis:
+    along the column's rows), then one value over the whole block: a scalar broadcast."""
+    R, D = 96, 64
+
+    @T.prim_func
+    def k(X: T.Tensor((R, D), "float32"), Y: T.Tensor((R, D), "float32")):
+        with T.Kernel(R // 32, threads=128) as bx:
+            xs = T.alloc_shared((32, D), "float32")
+            rs = T.alloc_fragment((32,), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            T.copy(X[bx * 32, 0], xs)
+            T.reduce_sum(xs, rs, dim=1)
+            T.reduce_max(rs, m, dim=0)
+            for i, d in T.Parallel(32, D):
+                Y[bx * 32 + i, d] = xs[i, d] / m[0]
+
+    x = torch.rand(R, D, generator=torch.Generator().manual_seed(9)) + 0.1
+    y = torch.zeros(R, D)
+    tilelang.compile(k, target="tt")(x, y)
+    xv = x.double().view(R // 32, 32, D)
+    want = (xv / xv.sum(2).amax(1)[:, None, None]).view(R, D)
+    # a float32 sum of 64 positive terms (a few ulps), one division
+    assert ((y.double() - want).abs() <= 2 ** -19 * want).all()
