@@ -123,3 +123,48 @@ def test_reading_a_tensor_added_to_atomically_is_refused():
 
     with pytest.raises(TTUnsupportedError, match="C is added to atomically and also read or written another way"):
         tilelang.compile(k, target="tt")
+
+
+def _norm_weight_grads(N, D, blk):
+    """A LayerNorm backward's weight gradients as TileLang's norm/layernorm.py adds them: each row block's column
+    sums added to 1-D tensors element by element (``T.atomic_add(DGamma[j], dgamma_acc[j])`` in a T.Parallel)."""
+    @T.prim_func
+    def k(DY: T.Tensor((N, D), "float32"), X: T.Tensor((N, D), "float32"), DGamma: T.Tensor((D,), "float32"),
+          DBeta: T.Tensor((D,), "float32")):
+        with T.Kernel(N // blk, threads=128) as bx:
+            dy = T.alloc_shared((blk, D), "float32")
+            x = T.alloc_shared((blk, D), "float32")
+            prod = T.alloc_fragment((blk, D), "float32")
+            dgamma = T.alloc_fragment((D,), "float32")
+            dbeta = T.alloc_fragment((D,), "float32")
+            T.copy(DY[bx * blk, 0], dy)
+            T.copy(X[bx * blk, 0], x)
+            for i, j in T.Parallel(blk, D):
+                prod[i, j] = dy[i, j] * x[i, j]
+            T.reduce_sum(prod, dgamma, dim=0)
+            T.reduce_sum(dy, dbeta, dim=0)
+            for j in T.Parallel(D):
+                T.atomic_add(DGamma[j], dgamma[j])
+                T.atomic_add(DBeta[j], dbeta[j])
+
+    return k
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("blocks", [3, 40])
+def test_atomic_adds_into_a_1d_tensor(arch, blocks):
+    """A 1-D tensor's partial sums ([blocks, D]) are added up 32 rows at a time (rows past the last block read
+    zeros) onto the tensor's own values: it was refused ("windows of 32 rows ... of a 2-D view"). 40 blocks take
+    two 32-row steps."""
+    N, D, blk = 32 * blocks, 256, 32
+    kernel = tilelang.compile(_norm_weight_grads(N, D, blk), target={"kind": "tt", "arch": arch})
+    g = torch.Generator().manual_seed(21)
+    dy, x, dgamma, dbeta = (torch.randn(*s, generator=g) for s in ((N, D), (N, D), (D,), (D,)))
+    want_gamma = dgamma.double() + (dy.double() * x.double()).sum(0)
+    want_beta = dbeta.double() + dy.double().sum(0)
+    scale_gamma = dgamma.double().abs() + (dy.double() * x.double()).abs().sum(0)
+    scale_beta = dbeta.double().abs() + dy.double().abs().sum(0)
+    kernel(dy, x, dgamma, dbeta)
+    # float32 sums of N + 1 terms in some order: within (N + 1) * 2^-24 of the sum of magnitudes
+    assert ((dgamma.double() - want_gamma).abs() <= (N + 1) * 2 ** -24 * scale_gamma).all()
+    assert ((dbeta.double() - want_beta).abs() <= (N + 1) * 2 ** -24 * scale_beta).all()

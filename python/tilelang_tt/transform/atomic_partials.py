@@ -12,14 +12,16 @@ Out: in each ``T.Kernel`` launch, every ``T.atomic_add(D[...], v)`` into a tenso
      numbers the ``C`` blocks that add to the same elements: the grid variables that do not move the window they add
      to (the split index of a split-K GEMM; the K/V block of an attention backward pass). A launch adding
      ``D[...] += sum_c P[c, ...]`` follows it, one window of 32 rows and up to 256 columns of a 2-D view of D at a
-     time (``_sum_view``), summing in float32. SplitKernelsTT then makes each launch a TT program, run in order. A grid variable moves
+     time (``_sum_view``; a 1-D ``D`` of whole 32-column windows: its ``[C, n]`` partials 32 rows at a time,
+     ``_sum_launch_vector``), summing in float32. SplitKernelsTT then makes each launch a TT program, run in order. A grid variable moves
      the window when it appears in one index only, as ``g * s + (terms without g)`` with ``s`` at least the window's
      extent there; any other grid variable is a contributor (more partial memory, never a wrong sum).
 Attributes written: none.
 Errors (TTUnsupportedError): an atomic other than add; a tensor read, or written another way, in the launch that
      adds to it atomically; two atomic adds into one tensor in one launch; an atomic add inside a loop whose variable
      does not move its window (the block would add to one element twice); a tensor whose last dimension is not a
-     multiple of 32, whose rows do not come in blocks of 32 (no 2-D view sums it in whole tiles), or whose shape or
+     multiple of 32, whose rows (above one dimension) do not come in blocks of 32 (no 2-D view sums it in whole
+     tiles), or whose shape or
      grid is not known at compile time.
 """
 
@@ -140,6 +142,8 @@ def _sum_view(shape: list[int]):
 def _sum_launch(d: tirx.Buffer, p: tirx.Buffer, count: int, src) -> tirx.Stmt:
     """``D[...] += sum_c P[c, ...]`` as a T.Kernel over D's windows (``_sum_view``), summing in float32."""
     shape = [int(x) for x in d.shape]
+    if len(shape) == 1 and any(shape[0] % w == 0 for w in SUM_COLUMNS):
+        return _sum_launch_vector(d, p, count)
     view = _sum_view(shape) if len(shape) >= 2 else None
     if view is None:
         raise TTUnsupportedError(
@@ -180,6 +184,38 @@ def _sum_launch(d: tirx.Buffer, p: tirx.Buffer, count: int, src) -> tirx.Stmt:
         binding = tirx.IterVar(tvm.ir.Range(0, extent), var, tirx.IterVar.ThreadIndex, tag)
         inner = tirx.For(var, 0, extent, tirx.ForKind.THREAD_BINDING, inner, binding)
     return inner
+
+
+def _sum_launch_vector(d: tirx.Buffer, p: tirx.Buffer, count: int) -> tirx.Stmt:
+    """``D[j] += sum_c P[c, j]`` for a 1-D ``D`` (a LayerNorm backward's ``DGamma``): a T.Kernel over windows of
+    ``width`` columns, each summing ``P``'s rows 32 at a time (``T.reduce_sum`` over the rows of a [32, width]
+    block; rows past ``count`` read zeros) into a float32 row and adding it to D's window."""
+    n = int(d.shape[0])
+    width = next(w for w in SUM_COLUMNS if n % w == 0)
+    bx, cc, j = (tirx.Var(name, "int32") for name in ("bx", "cc", "j"))
+    acc_dtype = "float32" if str(d.dtype) in ("float16", "bfloat16", "float32") else str(d.dtype)
+    acc = tirx.decl_buffer((width,), acc_dtype, f"{d.name}_sum", scope="local.fragment")
+    rows = tirx.decl_buffer((TILE, width), acc_dtype, f"{d.name}_rows", scope="local.fragment")
+    part = tirx.decl_buffer((width,), acc_dtype, f"{d.name}_part", scope="local.fragment")
+
+    def copy(src_region, dst_region):
+        return tirx.Evaluate(tirx.Call("handle", TileOps.copy, [src_region, dst_region]))
+
+    reduce = tirx.Evaluate(tirx.Call("handle", TileOps.reduce, [
+        region_call(rows, [0, 0], [TILE, width], 1), region_call(part, [0], [width], 2), tirx.StringImm("sum"),
+        tirx.IntImm("int32", 0), tirx.IntImm("bool", 1)]))
+    add = tirx.For(j, 0, width, tirx.ForKind.PARALLEL,
+                   tirx.BufferStore(acc, tirx.BufferLoad(acc, [j]) + tirx.BufferLoad(part, [j]), [j]))
+    body = tirx.SeqStmt([
+        copy(region_call(d, [bx * width], [width], 1), region_call(acc, [0], [width], 2)),
+        tirx.For(cc, 0, -(-count // TILE), tirx.ForKind.SERIAL, tirx.SeqStmt([
+            copy(region_call(p, [cc * TILE, bx * width], [TILE, width], 1), region_call(rows, [0, 0], [TILE, width], 2)),
+            reduce, add])),
+        copy(region_call(acc, [0], [width], 1), region_call(d, [bx * width], [width], 2))])
+    block = tirx.SBlock([], [], [], "tilelang_root", body, None, [acc, rows, part], [], {})
+    binding = tirx.IterVar(tvm.ir.Range(0, n // width), bx, tirx.IterVar.ThreadIndex, "blockIdx.x")
+    return tirx.For(bx, 0, n // width, tirx.ForKind.THREAD_BINDING,
+                    tirx.SBlockRealize([], tirx.IntImm("bool", 1), block), binding)
 
 
 def _rewrite_launch(launch, src, partials: list):
