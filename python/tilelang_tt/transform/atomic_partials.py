@@ -209,7 +209,8 @@ def _sum_launch_vector(d: tirx.Buffer, p: tirx.Buffer, count: int) -> tirx.Stmt:
     body = tirx.SeqStmt([
         copy(region_call(d, [bx * width], [width], 1), region_call(acc, [0], [width], 2)),
         tirx.For(cc, 0, -(-count // TILE), tirx.ForKind.SERIAL, tirx.SeqStmt([
-            copy(region_call(p, [cc * TILE, bx * width], [TILE, width], 1), region_call(rows, [0, 0], [TILE, width], 2)),
+            copy(region_call(p, [cc * TILE, bx * width], [TILE, width], 1),
+                 region_call(rows, [0, 0], [TILE, width], 2)),
             reduce, add])),
         copy(region_call(acc, [0], [width], 1), region_call(d, [bx * width], [width], 2))])
     block = tirx.SBlock([], [], [], "tilelang_root", body, None, [acc, rows, part], [], {})
