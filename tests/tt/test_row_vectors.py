@@ -302,3 +302,32 @@ def test_a_column_vector_reduced_to_one_value():
     want = (xv / xv.sum(2).amax(1)[:, None, None]).view(R, D)
     # a float32 sum of 64 positive terms (a few ulps), one division
     assert ((y.double() - want).abs() <= 2 ** -19 * want).all()
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_one_row_nest_updates_a_row_vector(arch):
+    """``for i, j in T.Parallel(1, D): acc[j] += x[i, j] * 2`` (TileLang's LayerNorm backward accumulates its weight
+    gradients so): the loop of one iteration is its minimum, the update element-wise along the row (it was refused
+    as an operand "indexed transposed"). Exact: doubling and one addition of float32 values."""
+    R, D = 4, 128
+
+    @T.prim_func
+    def k(X: T.Tensor((R * 32, D), "float32"), Y: T.Tensor((R * 32, D), "float32")):
+        with T.Kernel(R, threads=128) as bx:
+            x = T.alloc_shared((1, D), "float32")
+            acc = T.alloc_fragment((D,), "float32")
+            out = T.alloc_fragment((1, D), "float32")
+            T.clear(acc)
+            T.copy(X[bx * 32, 0], x)
+            for i, j in T.Parallel(1, D):
+                acc[j] += x[i, j] * 2.0
+            for i, j in T.Parallel(1, D):
+                out[i, j] = acc[j] + x[i, j]
+            T.copy(out, Y[bx * 32, 0])
+
+    x = torch.randn(R * 32, D, generator=torch.Generator().manual_seed(10))
+    y = torch.full((R * 32, D), 7.0)
+    tilelang.compile(k, target={"kind": "tt", "arch": arch})(x, y)
+    want = torch.full((R * 32, D), 7.0)
+    want[::32] = 3 * x[::32]
+    assert torch.equal(y, want)

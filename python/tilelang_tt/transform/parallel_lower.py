@@ -210,6 +210,12 @@ class ParallelLower:
             if not isinstance(lp.extent, tirx.IntImm):
                 raise TTUnsupportedError(f"T.Parallel extent {lp.extent} is not a constant", construct=what,
                                          source=self.src, fix="use constant block sizes")
+        if len(loops) == 2 and any(int(lp.extent) == 1 for lp in loops):
+            # a loop of one iteration (``for i, j in T.Parallel(1, D)`` over a one-row block) is its variable's
+            # minimum: ``dgamma[j] += dy[i, j] * x_hat[i, j]`` updates a row vector element-wise
+            one = next(lp for lp in loops if int(lp.extent) == 1)
+            stores = [tirx.stmt_functor.substitute(st, {one.loop_var: one.min}) for st in stores]
+            loops = [lp for lp in loops if lp is not one]
         out = []
         for st in stores:
             out += self.lower_store(loops, st, what)
