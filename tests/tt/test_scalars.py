@@ -252,6 +252,36 @@ def test_a_scalar_loop_without_a_bound_is_refused():
         tilelang.compile(unbounded, target="tt")
 
 
+def test_a_running_maximum_is_a_max_not_a_tree_of_selects():
+    """``if W[k] > mx: mx = W[k]`` over 8 elements: each step ``T.max(W[k], mx)`` (a select keeping the old value
+    would name it twice per step: 2^8 leaves, and its DST spills ran out of CBs); the exclusive prefix sum and the
+    maximum scale A as float32 evaluates them (within a few ulps)."""
+    @T.prim_func
+    def k(A: T.Tensor((32, 128), "float32"), W: T.Tensor((8,), "float32"), C: T.Tensor((32, 128), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            prev = T.alloc_var("float32")
+            cur = T.alloc_var("float32")
+            mx = T.alloc_var("float32")
+            cur = 0.0
+            prev = 0.0
+            mx = -1e30
+            for kk in T.serial(8):
+                prev = cur
+                cur = cur + W[kk]
+                if W[kk] > mx:
+                    mx = W[kk]
+            for i, j in T.Parallel(32, 128):
+                C[bx * 32 + i, j] = A[bx * 32 + i, j] * prev + cur - mx
+
+    a, w, c = torch.randn(32, 128), torch.randn(8, generator=torch.Generator().manual_seed(5)), torch.empty(32, 128)
+    tilelang.compile(k, target="tt")(a, w, c)
+    cur = torch.zeros((), dtype=torch.float32)
+    for x in w[:7]:
+        cur = cur + x
+    prev, cur = cur, cur + w[7]
+    torch.testing.assert_close(c, a * prev + cur - w.max(), rtol=2 ** -22, atol=2 ** -22)
+
+
 def running_scale():
     """A scalar local carried from one iteration of a tile loop into the next (a running sum next to T.copy)."""
     @T.prim_func

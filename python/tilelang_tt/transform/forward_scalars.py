@@ -173,7 +173,8 @@ class _Forward:
 
     def branch(self, stmt, env):
         """An if that only stores scalar locals: each stored value becomes ``T.if_then_else(cond, then, else)``; a
-        value the then-branch adds to (``v + d``, no else) becomes ``v + T.if_then_else(cond, d, 0)``."""
+        value the then-branch adds to (``v + d``, no else) becomes ``v + T.if_then_else(cond, d, 0)``, and a running
+        extremum (``if x > v: v = x``) ``T.max(x, v)``."""
         cond = self.value(stmt.condition, env, stmt)
         if not _only_scalar_code(stmt, self.scalars):
             raise TTUnsupportedError(
@@ -191,6 +192,8 @@ class _Forward:
                 env[key] = _Unknown("it is stored in only one branch of an if and has no value before it")
             elif isinstance(a, tirx.Add) and a.a.same_as(b):
                 env[key] = b + tirx.if_then_else(cond, a.b, tirx.const(0, a.b.dtype))
+            elif _extremum(cond, a, b) is not None:     # a running maximum / minimum: linear, not a tree of selects
+                env[key] = _extremum(cond, a, b)
             else:
                 env[key] = tirx.if_then_else(cond, a, b)
         return None
@@ -235,6 +238,14 @@ class _Forward:
                 env[key] = tirx.stmt_functor.substitute(tirx.Evaluate(v), last).value
         body = body if body is not None else tirx.Evaluate(0)
         return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding, stmt.annotations)
+
+
+def _extremum(cond, a, b):
+    """``max(a, b)`` for ``if a > b: v = a`` (else ``v`` keeps ``b``), ``min(a, b)`` for ``if a < b``; else None."""
+    if not (isinstance(cond, (tirx.GT, tirx.GE, tirx.LT, tirx.LE)) and cond.b.same_as(b) and
+            tvm.ir.structural_equal(cond.a, a)):
+        return None
+    return tirx.Max(a, b) if isinstance(cond, (tirx.GT, tirx.GE)) else tirx.Min(a, b)
 
 
 def _keys(buf):

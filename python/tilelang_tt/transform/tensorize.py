@@ -33,7 +33,7 @@ from tvm.ir import Op
 
 from .. import attrs, records
 from ..device import CB_INT_FORMATS, TILE_INT_AS_FLOAT, DeviceProfile
-from ..errors import TTUnsupportedError
+from ..errors import TTResourceError, TTUnsupportedError
 from ..compute_config import dst_holds_fp32, exact_reduce
 from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
@@ -93,6 +93,8 @@ class _Tensorizer:
         self.src = source_of(func)
         self.device = device
         self.cb = records.cbs(func)
+        self.spill_cbs: list[str] = []       # spill CBs made so far, reused by later statements (``spill``)
+        self.spilled_now: set[str] = set()   # those the statement being lowered uses
         config = records.compute(func)
         chosen = config.fp32_dest_acc if config is not None else None
         self.fp32_acc = dst_holds_fp32(self.cb.values(), func.body, config)
@@ -338,7 +340,7 @@ class _Tensorizer:
         expr = tirx.stmt_functor.ir_transform(tirx.Evaluate(store.value), None, post, ["tirx.BufferLoad"]).value
         expr = expand_floormod(expr)
         note = f"T.Parallel: {tilelang_text(store)}"
-        spills = []
+        spills, self.spilled_now = [], set()
         while dst_slots(expr) > self.cap:      # DST pressure: a subexpression goes to a CB first
             expr, piece = self.spill(expr, store.buffer.name, what, note, path)
             spills.append(piece)
@@ -365,23 +367,36 @@ class _Tensorizer:
                                      "available, and no part of it fits", construct=what, source=self.src,
                                      fix="split the expression over two T.Parallel loops")
         best = max(subs, key=dst_slots)
-        k = sum(1 for n in self.cb if n.startswith(f"{dest}_spill"))
-        name = f"{dest}_spill{k}"
         like = self.cb[dest]
         dtype = "float32" if self.fp32_acc else like.dtype
-        fmt = data_format(dtype, f"tile buffer {name}", self.src)
-        used = {int(e.index) for e in self.cb.values()}
-        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
-        if not free:
-            raise TTUnsupportedError(f"no circular buffer left for {name}", construct=what, source=self.src)
-        self.cb[name] = like.replace(index=free[0], role="intermediate", producer=["compute"], consumer=["compute"],
-                                     dtype=dtype, format=fmt.name, page_size=fmt.tile_bytes, depth_blocks=1,
-                                     num_pages=like.block_tiles, bytes=like.block_tiles * fmt.tile_bytes,
-                                     subblock=None, residency=None)
+        fmt = data_format(dtype, f"a spill of {dest}", self.src)
+        # a spill CB is dead once its statement's eltwise has read it: a later statement reuses one of the same
+        # block, place and format instead of taking another of the device's CBs
+        name = next((n for n in self.spill_cbs if n not in self.spilled_now and self.cb[n].format == fmt.name and
+                     all(getattr(self.cb[n], f) == getattr(like, f) for f in ("shape", "shape_tiles", "tile_offset",
+                                                                    "block_tiles"))), None)
+        if name is None:
+            k = sum(1 for n in self.cb if n.startswith(f"{dest}_spill"))
+            name = f"{dest}_spill{k}"
+            used = {int(e.index) for e in self.cb.values()}
+            free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs))
+                    if i not in used]
+            if not free:
+                raise TTResourceError(
+                    f"no circular buffer left for {name}: the expression needs more DST tiles than the "
+                    f"{self.cap} free, and every one of the {self.device.num_cbs} CBs is taken",
+                    construct=what, source=self.src, fix="split the expression over two T.Parallel loops, or use "
+                                                         "fewer tile buffers")
+            self.cb[name] = like.replace(index=free[0], role="intermediate", producer=["compute"],
+                                         consumer=["compute"], dtype=dtype, format=fmt.name,
+                                         page_size=fmt.tile_bytes, depth_blocks=1, num_pages=like.block_tiles,
+                                         bytes=like.block_tiles * fmt.tile_bytes, subblock=None, residency=None)
+            self.spill_cbs.append(name)
+        self.spilled_now.add(name)
         buf = tirx.decl_buffer(like.shape, dtype, name, scope="local.fragment")
         self.check_expr(best, what, None)
         self.ops.append(("eltwise", name, path, best))
-        piece = call(TTOps.eltwise, free[0], best, note=f"{note} (a part of it, through {name})")
+        piece = call(TTOps.eltwise, self.cb[name].index, best, note=f"{note} (a part of it, through {name})")
         load = tirx.BufferLoad(buf, [tirx.IntImm("int32", 0), tirx.IntImm("int32", 0)])
         rewritten = tirx.stmt_functor.ir_transform(
             # (an integer index expression spilled comes back as the float tile it is on TT, cast to its type)
