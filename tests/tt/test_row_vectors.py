@@ -331,3 +331,32 @@ def test_a_one_row_nest_updates_a_row_vector(arch):
     want = torch.full((R * 32, D), 7.0)
     want[::32] = 3 * x[::32]
     assert torch.equal(y, want)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_rows_read_one_per_iteration_accumulate_in_place(arch):
+    """``T.copy(X[bx * 32 + kk, 0], x)`` puts row kk at row kk % 32 of its tile; ``acc[j] += x[0, j]`` keeps acc
+    where T.clear left it (the first row) and moves each row there first. acc used to take the rows' place,
+    ``kk % 32``, which outlives the loop: the compute kernel named ``kk`` after it and did not compile."""
+    R, D, KS = 2, 64, 4
+
+    @T.prim_func
+    def k(X: T.Tensor((R * 32, D), "float32"), Y: T.Tensor((R * 32, D), "float32")):
+        with T.Kernel(R, threads=128) as bx:
+            x = T.alloc_shared((1, D), "float32")
+            acc = T.alloc_fragment((D,), "float32")
+            T.clear(acc)
+            for kk in T.serial(KS):
+                T.copy(X[bx * 32 + kk, 0], x)
+                for j in T.Parallel(D):
+                    acc[j] += x[0, j]
+            for i, j in T.Parallel(32, D):
+                Y[bx * 32 + i, j] = acc[j]
+
+    x = torch.randn(R * 32, D, generator=torch.Generator().manual_seed(12))
+    y = torch.zeros(R * 32, D)
+    tilelang.compile(k, target={"kind": "tt", "arch": arch})(x, y)
+    sums = torch.zeros(R, D)
+    for kk in range(KS):             # float32 additions in the kernel's order
+        sums = sums + x.view(R, 32, D)[:, kk, :]
+    assert torch.equal(y, sums[:, None, :].expand(R, 32, D).reshape(R * 32, D))

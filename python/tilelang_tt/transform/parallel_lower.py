@@ -275,8 +275,12 @@ class ParallelLower:
         value = self.index_values(value, nest.dst_dims, vars_, what)
         value = logical_as_selects(fold_constants(tirx.stmt_functor.substitute(value, self.scalars)))
         dst = self.nest_operand(nest, store.buffer, store.indices, True)
+        # the destination sits where its same-shaped operands sit, unless it is updated in place: then where its
+        # value already is (an accumulator cleared before a loop stays at its tile's first row while the rows it
+        # adds sit at row k % 32 of theirs: realign_broadcasts moves those)
+        updated = {store.buffer.name, self.current(store.buffer).name} & set(loaded)
         for name in loaded:     # a broadcast operand says nothing about where the destination sits
-            if static_shape(self.cbs[name].buffer) == static_shape(dst):
+            if not updated and static_shape(self.cbs[name].buffer) == static_shape(dst):
                 self.inherit(dst.name, name)
         value, loaded = self.realign_broadcasts(nest, value, loaded, dst)
         self.check_aligned(dst.name, loaded, what)
