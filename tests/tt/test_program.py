@@ -416,3 +416,22 @@ def test_verifier_refuses_a_matmul_block_unlike_its_init():
         _verify(_program(READ, body(2), WRITE, startup=startup))
     assert info.value.rule == "init" and "matmul_block with (transpose, ct, rt, kt) = (0, 1, 1, 1) after " \
         "matmul_block_init for (0, 1, 2, 1)" in str(info.value)
+
+
+def test_a_variable_read_outside_its_loop_is_a_verify_error():
+    """The ``scope`` rule: a compute call reading a loop's variable after the loop (what a block's place in its
+    tile that named the loop variable produced) is a TTVerifyError naming the variable, not C++ that does not
+    compile."""
+    from tilelang_tt.transform.verify_program import _check_scope
+    from tilelang_tt.ttir import Scalar
+
+    kk = tirx.Var("kk", "int32")
+    start = tirx.Var("start_id", "int32")       # a runtime argument: bound by no loop, read anywhere
+    loop = For(kk, tirx.IntImm("int32", 0), tirx.IntImm("int32", 4),
+               [Call("unary_eq_tile", (0, Scalar(tirx.floormod(kk + start, 32))))])
+    ok = Program("k", {"compute": Kernel("compute", [loop])}, {}, 8)
+    _check_scope(ok)
+    late = Call("unary_eq_tile", (0, Scalar(tirx.floormod(kk, 32))), note="T.Parallel: acc[j] += x[0, j]")
+    bad = Program("k", {"compute": Kernel("compute", [loop, late])}, {}, 8)
+    with pytest.raises(TTVerifyError, match=r"scope.*kk is read outside the loop or after the let that binds it"):
+        _check_scope(bad)

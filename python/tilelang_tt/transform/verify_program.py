@@ -27,6 +27,9 @@ Errors: TTVerifyError naming the rule, the kernel, the op and the TileLang state
                 branch (clear the flag, signal ready, wait for VALID), each under the core's role; no handshake
                 call outside them; the reader ends with noc_async_atomic_barrier
   unlowered     no pseudo op (``consume``) or virtual DST register survives
+  scope         a variable a loop or ``Let`` of the kernel binds is read only where it is bound: inside that
+                loop, after that ``Let`` in the same or an enclosing body (a block's place in its tile that names
+                a loop's variable after the loop would not compile)
   l1-budget     the CBs fit the L1 a kernel can use; CB indices exist on the device
 """
 
@@ -37,7 +40,7 @@ from tvm import tirx
 
 from ..errors import TTVerifyError
 from ..intrinsics import BLOCK_READS, CALLS
-from ..ttir import CB, Call, Dst, For, Lit, Program, VReg
+from ..ttir import CB, Call, Dst, For, Let, Lit, Program, Scalar, VReg
 from .hoist_inits import startup_formats
 
 _PHASES = {"tile_regs_acquire": ("idle", "math"), "tile_regs_commit": ("math", "committed"),
@@ -368,6 +371,49 @@ def _same(a, b) -> bool:
     return tvm.arith.Analyzer().can_prove_equal(tirx.const(0, "int64") + a, tirx.const(0, "int64") + b)
 
 
+def _vars(x) -> list:
+    """The variables an argument, bound or guard reads."""
+    if isinstance(x, Scalar):
+        x = x.expr
+    if not isinstance(x, tirx.PrimExpr):
+        return []
+    out = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(x), lambda n: out.append(n) if isinstance(n, tirx.Var) else None)
+    return out
+
+
+def _check_scope(program: Program) -> None:
+    """The ``scope`` rule, by name as the C++ binds them: a variable some loop or ``Let`` of the kernel binds is read
+    only inside that loop or after that ``Let`` (the kernel's other variables are its runtime arguments)."""
+    def declared(nodes, out: set) -> set:
+        for n in nodes:
+            if isinstance(n, (For, Let)):
+                out.add(n.var.name)
+            if isinstance(n, For):
+                declared(n.body, out)
+        return out
+
+    def walk(nodes, bound: set, local: set, role: str):
+        bound = set(bound)
+        for n in nodes:
+            reads = ([n.min, n.extent, n.guard] if isinstance(n, For) else [n.value] if isinstance(n, Let)
+                     else list(n.args) if isinstance(n, Call) else [])
+            for var in (v for x in reads for v in _vars(x)):
+                if var.name in local and var.name not in bound:
+                    raise TTVerifyError("scope", f"{var.name} is read outside the loop or after the let that binds "
+                                        "it", kernel=role, op=n.op if isinstance(n, Call) else
+                                        f"loop over {n.var.name}" if isinstance(n, For) else f"let {n.var.name}",
+                                        source=program.source,
+                                        note=(n.note or None) if isinstance(n, (Call, For)) else None)
+            if isinstance(n, For):
+                walk(n.body, bound | {n.var.name}, local, role)
+            elif isinstance(n, Let):
+                bound.add(n.var.name)
+
+    for role, kernel in program.kernels.items():
+        walk(kernel.body, set(), declared(kernel.body, set()), role)
+
+
 def verify_program(program: Program, l1_budget: int, num_cbs: int, mcast_flush: bool = False) -> Program:
     total = sum(cb.bytes for cb in program.cbs.values())
     if total > l1_budget:
@@ -381,4 +427,5 @@ def verify_program(program: Program, l1_budget: int, num_cbs: int, mcast_flush: 
         _Verifier(program, role).run(kernel)
     _check_pages(program)
     _check_multicast(program, mcast_flush)
+    _check_scope(program)
     return program
