@@ -324,10 +324,10 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
                    f"{fidelity}: relative error up to 2^-{o['bits'] - 1} per product; {fix}")
     for operand, o in sorted(precision.get("matmul_operands", {}).items()):
         if "truncated" in o and not precision.get("allow_fp16_reduced"):
-            out.append(f"T.gemm reads its float16 {operand}, a tile buffer compute updated and holds as float32, "
-                       "truncated to float16 (SrcA/SrcB hold FP16) where a GPU rounds each store to the nearest: one "
-                       "float16 ulp at most (relative 2^-10) per element; allow_fp16_reduced=True "
-                       "(T.annotate_tt_compute) accepts this")
+            out.append(f"a matmul (T.gemm, or the selection matmul moving stride-2 columns) reads its {operand}, "
+                       "float16 values compute wrote and holds as float32, truncated to float16 (SrcA/SrcB hold "
+                       "FP16) where a GPU rounds each store to the nearest: one float16 ulp at most (relative 2^-10) "
+                       "per element; allow_fp16_reduced=True (T.annotate_tt_compute) accepts this")
     if precision.get("float16_pack") == "bf16":
         out.append("float16 results computed in an fp32 DST are packed through bfloat16 (8 of 11 significant bits, "
                    "relative error up to 2^-9; the 0.81 pack configuration): store bfloat16 or float32 results, or "

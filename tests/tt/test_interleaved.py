@@ -77,11 +77,19 @@ def test_interleaved_rope_in_float16():
     """float16 data moves exactly (SrcB keeps its 11 bits at HiFi4); the float32 rotations are interleaved by a
     selection matmul, whose unpacker narrows them to FP16 by truncation (the plan's ``matmul: fp16``: below 2^-10
     relative), and the results reach the host as Float32 pages it rounds to float16 (``float16_results``: at most
-    2^-11 more), not through the packer's bfloat16 (2^-9). Nothing is warned."""
+    2^-11 more), not through the packer's bfloat16 (2^-9). The truncation, where a GPU's float16 stores round, is
+    the one thing warned (the parity halves held as float32: ``matmul_operands`` in0 ``truncated``)."""
     import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+
+    from tilelang_tt import TTPrecisionWarning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         kernel = tilelang.compile(_rope("float16", staged=False), target="tt")
+    lines = [str(w.message).split("\n  - ")[1:] for w in caught if issubclass(w.category, TTPrecisionWarning)]
+    assert len(lines) == 1 and len(lines[0]) == 1 and lines[0][0].startswith(
+        "a matmul (T.gemm, or the selection matmul moving stride-2 columns) reads its in0, float16 values compute "
+        "wrote and holds as float32, truncated to float16")
+    assert "truncated" in kernel.plan["precision"]["matmul_operands"]["in0"]
     assert kernel.plan["precision"]["float16_results"] == ["Y"]
     x, cos, sin = _inputs(torch.float16, seed=1)
     y = torch.zeros(S, D, dtype=torch.float16)

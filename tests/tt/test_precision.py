@@ -563,8 +563,9 @@ def test_fp16_fragment_keeps_fp16_bits_through_updates():
     np.testing.assert_array_equal(c.numpy(), (a.double() @ b.double()).float().numpy())
     f = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "f")
     assert f["format"] == "Float32"          # the float16 fragment, held as Float32
-    assert len(warned) == 1 and warned[0].count("\n  - ") == 1 and "\n  - T.gemm reads its float16 in0, a tile " \
-        "buffer compute updated and holds as float32, truncated to float16" in warned[0]    # in1 split: nothing else
+    assert len(warned) == 1 and warned[0].count("\n  - ") == 1 and "\n  - a matmul (T.gemm, or the selection " \
+        "matmul moving stride-2 columns) reads its in0, float16 values compute wrote and holds as float32, " \
+        "truncated to float16" in warned[0]    # in1 split: nothing else
     assert "float16_pack" not in kernel.plan["precision"]
 
 
@@ -586,9 +587,10 @@ def test_fp16_fragment_read_truncated_is_warned():
             2.0 ** -10 * rounded.abs() @ b.double().abs() + 1e-6).all()
     assert (truncated.double() != rounded).any()          # the data does tell truncation from rounding
     assert [w.split("\n  - ")[1:] for w in warned] == [[
-        "T.gemm reads its float16 in0, a tile buffer compute updated and holds as float32, truncated to float16 "
-        "(SrcA/SrcB hold FP16) where a GPU rounds each store to the nearest: one float16 ulp at most (relative 2^-10) "
-        "per element; allow_fp16_reduced=True (T.annotate_tt_compute) accepts this"]]
+        "a matmul (T.gemm, or the selection matmul moving stride-2 columns) reads its in0, float16 values compute "
+        "wrote and holds as float32, truncated to float16 (SrcA/SrcB hold FP16) where a GPU rounds each store to the "
+        "nearest: one float16 ulp at most (relative 2^-10) per element; allow_fp16_reduced=True "
+        "(T.annotate_tt_compute) accepts this"]]
     # the CB the matmul reads: Float16OperandsTT's copy of f for the matmul (its updates read f from DST)
     assert kernel.plan["precision"]["matmul_operands"]["in0"]["truncated"] == "f_mm"
     _, accepted = _compile_recording(fp16_fragment_gemm((0.3, 0.0), (1.0, 0.0)),

@@ -360,3 +360,29 @@ def test_rows_read_one_per_iteration_accumulate_in_place(arch):
     for kk in range(KS):             # float32 additions in the kernel's order
         sums = sums + x.view(R, 32, D)[:, kk, :]
     assert torch.equal(y, sums[:, None, :].expand(R, 32, D).reshape(R * 32, D))
+
+
+def test_a_block_whose_place_moves_with_the_loop_cannot_update_in_place():
+    """8-row blocks read at rows ``kk * 8`` sit at row ``kk % 4 * 8`` of their tiles, a place that changes every
+    iteration, while the accumulator they update stays where it is: refused (moving a one-row block is what the
+    test above does; adding an 8-row block at another place in the tile would pair the wrong rows)."""
+    from tilelang_tt.errors import TTUnsupportedError
+
+    R, D, KS = 8, 64, 2
+
+    @T.prim_func
+    def k(X: T.Tensor((KS * 8, D * R), "float32"), Y: T.Tensor((R * 8, D), "float32")):
+        with T.Kernel(R, threads=128) as bx:
+            x = T.alloc_shared((8, D), "float32")
+            acc = T.alloc_fragment((8, D), "float32")
+            T.clear(acc)
+            for kk in T.serial(KS):
+                T.copy(X[kk * 8, bx * D], x)
+                for i, j in T.Parallel(8, D):
+                    acc[i, j] += x[i, j]
+            T.copy(acc, Y[bx * 8, 0])
+
+    with pytest.raises(TTUnsupportedError, match=r"(?s)x sits at row kk % 4 \* 8 of its tiles, which changes every "
+                                                 r"iteration of a loop, and updates acc in place.*fix: read the block "
+                                                 r"at the same offset modulo 32 in every iteration"):
+        tilelang.compile(k, target="tt")

@@ -123,6 +123,7 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         self.scalars: dict = {}                       # let-bound float constants
         self.scratch: set[str] = set()                # compute scratch CBs (transposed operands)
         self.cb_formats: dict[str, str] = {}          # CB name -> the tile format of the tensor it moves (Bfp8_b ...)
+        self.serial_vars: list = []                   # the variables of the serial loops being lowered
 
     # -- buffers ---------------------------------------------------------------------------------------
     def tensor_index(self, buf: tirx.Buffer) -> int:
@@ -286,7 +287,12 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
             lo, extent = self.loop_bound(stmt, describe(stmt))
         else:   # the loop's range, for the bounds of windows indexed by it (fragment_window)
             self.analyzer.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, stmt.extent))
-        body, pre = self.loop_carried(stmt, self.lower(stmt.body, inner_stages), alias_before, first_event)
+        self.serial_vars.append(stmt.loop_var)
+        try:
+            lowered = self.lower(stmt.body, inner_stages)
+        finally:
+            self.serial_vars.pop()
+        body, pre = self.loop_carried(stmt, lowered, alias_before, first_event)
         loop_ = tirx.For(stmt.loop_var, lo, extent, stmt.kind, body, None, stmt.annotations)
         return tirx.SeqStmt(pre + [loop_]) if pre else loop_
 

@@ -65,6 +65,17 @@ def fold_constants(expr):
 
 
 
+
+def _without_single_trip(loops: list, stores: list) -> tuple[list, list]:
+    """(loops, stores) of a 2-D nest with a loop of one iteration (``for i, j in T.Parallel(1, D)`` over a one-row
+    block) replaced by its variable's minimum: ``dgamma[j] += dy[i, j] * x_hat[i, j]`` updates a row vector
+    element-wise."""
+    if len(loops) != 2 or all(int(lp.extent) != 1 for lp in loops):
+        return loops, stores
+    one = next(lp for lp in loops if int(lp.extent) == 1)
+    return ([lp for lp in loops if lp is not one],
+            [tirx.stmt_functor.substitute(st, {one.loop_var: one.min}) for st in stores])
+
 class GatherRows:
     """The row offset of a gathered operand ``X[Idx[pos0 + i * step], j]``: row ``i`` of the block is the tensor row
     element ``pos0 + i * step`` of the int32 index tensor ``index`` (its 2-D view) names."""
@@ -210,12 +221,7 @@ class ParallelLower:
             if not isinstance(lp.extent, tirx.IntImm):
                 raise TTUnsupportedError(f"T.Parallel extent {lp.extent} is not a constant", construct=what,
                                          source=self.src, fix="use constant block sizes")
-        if len(loops) == 2 and any(int(lp.extent) == 1 for lp in loops):
-            # a loop of one iteration (``for i, j in T.Parallel(1, D)`` over a one-row block) is its variable's
-            # minimum: ``dgamma[j] += dy[i, j] * x_hat[i, j]`` updates a row vector element-wise
-            one = next(lp for lp in loops if int(lp.extent) == 1)
-            stores = [tirx.stmt_functor.substitute(st, {one.loop_var: one.min}) for st in stores]
-            loops = [lp for lp in loops if lp is not one]
+        loops, stores = _without_single_trip(loops, stores)
         out = []
         for st in stores:
             out += self.lower_store(loops, st, what)
@@ -275,13 +281,7 @@ class ParallelLower:
         value = self.index_values(value, nest.dst_dims, vars_, what)
         value = logical_as_selects(fold_constants(tirx.stmt_functor.substitute(value, self.scalars)))
         dst = self.nest_operand(nest, store.buffer, store.indices, True)
-        # the destination sits where its same-shaped operands sit, unless it is updated in place: then where its
-        # value already is (an accumulator cleared before a loop stays at its tile's first row while the rows it
-        # adds sit at row k % 32 of theirs: realign_broadcasts moves those)
-        updated = {store.buffer.name, self.current(store.buffer).name} & set(loaded)
-        for name in loaded:     # a broadcast operand says nothing about where the destination sits
-            if not updated and static_shape(self.cbs[name].buffer) == static_shape(dst):
-                self.inherit(dst.name, name)
+        self.inherit_place(store, dst, loaded, what)
         value, loaded = self.realign_broadcasts(nest, value, loaded, dst)
         self.check_aligned(dst.name, loaded, what)
         shape = tuple(nest.extent[v] if v is not None else 1 for v, _ in nest.dst_dims)
@@ -293,6 +293,27 @@ class ParallelLower:
         for lp in reversed(loops):
             body = tirx.For(lp.loop_var, lp.min, lp.extent, tirx.ForKind.PARALLEL, body)
         return nest.before + [body] + nest.after
+
+    def inherit_place(self, store: tirx.BufferStore, dst: tirx.Buffer, loaded: list, what: str):
+        """The destination sits where its same-shaped operands sit (a broadcast operand says nothing about it),
+        except where an operand's place changes with a serial loop and the destination is updated in place: its
+        value stays where it is (an accumulator cleared before the loop, at its tile's first row) and a one-row
+        (one-column) operand is moved to it (``realign_broadcasts``); a larger block is refused."""
+        updated = {store.buffer.name, self.current(store.buffer).name} & set(loaded)
+        for name in loaded:
+            buf = self.cbs[name].buffer
+            if static_shape(buf) != static_shape(dst):
+                continue
+            place = self.placements.get(name, (None, None))
+            moving = [axis for axis, p in enumerate(place) if p is not None and any(
+                v.same_as(lv) for v in free_vars(p) for lv in self.serial_vars)]
+            if not (updated and moving):
+                self.inherit(dst.name, name)
+            elif any(static_shape(buf)[axis] != 1 for axis in moving):
+                raise TTUnsupportedError(
+                    f"{name} sits at {['row', 'column'][moving[0]]} {place[moving[0]]} of its tiles, which changes "
+                    f"every iteration of a loop, and updates {store.buffer.name} in place", construct=what,
+                    source=self.src, fix="read the block at the same offset modulo 32 in every iteration")
 
     def split_indices(self, nest: _Nest, buf, indices) -> list:
         """Per dimension: (loop var or None, offset) with index = offset + var (offset free of loop vars)."""
