@@ -192,8 +192,8 @@ class _Forward:
                 env[key] = _Unknown("it is stored in only one branch of an if and has no value before it")
             elif isinstance(a, tirx.Add) and a.a.same_as(b):
                 env[key] = b + tirx.if_then_else(cond, a.b, tirx.const(0, a.b.dtype))
-            elif _extremum(cond, a, b) is not None:     # a running maximum / minimum: linear, not a tree of selects
-                env[key] = _extremum(cond, a, b)
+            elif (extremum := _extremum(cond, a, b)) is not None:    # a running max / min: not a tree of selects
+                env[key] = extremum
             else:
                 env[key] = tirx.if_then_else(cond, a, b)
         return None

@@ -794,10 +794,10 @@ class LowerToProgram:
     def queue_pos(self, name: str, r, c):
         """Position of tile (r, c) in the CB of ``name`` (row-major, or subblock-major for accumulators)."""
         e = self.cbs[name]
-        rows, cols = e.shape_tiles
-        sh, sw = (e.subblock or (1, 1)) if e.role == "intermediate" else (1, 1)
+        cols = e.shape_tiles[1]
         if self.row_major(name):
             return r * cols + c
+        sh, sw = e.subblock
         return (tirx.floordiv(r, sh) * (cols // sw) + tirx.floordiv(c, sw)) * (sh * sw) + \
             tirx.floormod(r, sh) * sw + tirx.floormod(c, sw)
 

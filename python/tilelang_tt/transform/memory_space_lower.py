@@ -260,8 +260,7 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
             # the one element of a 1x1 tile buffer (D_local[0, 0] = D[h]), or one element of a tensor (a block's
             # scale, BlockedKScale[bx] = block_scale): a T.Parallel over that one element
             loop_vars = [tirx.Var(v, "int32") for v in ("i", "j")[:len(stmt.indices)]]
-            nest = tirx.BufferStore(stmt.buffer, stmt.value, [i + v for i, v in zip(stmt.indices, loop_vars)]
-                                    if is_global(stmt.buffer) else loop_vars)
+            nest = tirx.BufferStore(stmt.buffer, stmt.value, [i + v for i, v in zip(stmt.indices, loop_vars)])
             for v in reversed(loop_vars):
                 nest = tirx.For(v, 0, 1, tirx.ForKind.PARALLEL, nest)
             return self.lower(nest, stages)

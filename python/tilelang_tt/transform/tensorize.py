@@ -312,19 +312,27 @@ class _Tensorizer:
             shape=[32, 32], shape_tiles=[1, 1], tile_offset=[0, 0], page_size=fmt.tile_bytes, block_tiles=1,
             depth_blocks=1, num_pages=1, bytes=fmt.tile_bytes)
 
+    def free_cb_index(self, name: str, construct: str, why: str = "") -> int:
+        """A CB index no entry uses, the intermediates' range (24..) first, for the new CB ``name``."""
+        used = {int(e.index) for e in self.cb.values()}
+        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
+        if not free:
+            raise TTResourceError(f"no circular buffer left for {name}{why}: every one of the {self.device.num_cbs} "
+                                  "CBs is taken", construct=construct, source=self.src,
+                                  fix="use fewer tile buffers" + (", or split the expression over two T.Parallel "
+                                                                  "loops" if why else ""))
+        return free[0]
+
     def scratch(self, name: str, like: str) -> int:
         """A compute-owned CB shaped like ``like`` (same format); returns its index."""
         if name in self.cb:
             return self.cb[name].index
-        used = {int(e.index) for e in self.cb.values()}
-        free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs)) if i not in used]
-        if not free:
-            raise TTUnsupportedError(f"no circular buffer left for {name}", construct=name, source=self.src)
+        index = self.free_cb_index(name, name)
         src = self.cb[like]
-        self.cb[name] = src.replace(index=free[0], role="scratch", producer=["compute"], consumer=["compute"],
+        self.cb[name] = src.replace(index=index, role="scratch", producer=["compute"], consumer=["compute"],
                                     depth_blocks=1, num_pages=src.block_tiles,
                                     bytes=src.block_tiles * int(src.page_size))
-        return free[0]
+        return index
 
     def parallel(self, loop, path):
         what = describe(loop)
@@ -378,16 +386,8 @@ class _Tensorizer:
         if name is None:
             k = sum(1 for n in self.cb if n.startswith(f"{dest}_spill"))
             name = f"{dest}_spill{k}"
-            used = {int(e.index) for e in self.cb.values()}
-            free = [i for i in list(range(24, self.device.num_cbs)) + list(range(self.device.num_cbs))
-                    if i not in used]
-            if not free:
-                raise TTResourceError(
-                    f"no circular buffer left for {name}: the expression needs more DST tiles than the "
-                    f"{self.cap} free, and every one of the {self.device.num_cbs} CBs is taken",
-                    construct=what, source=self.src, fix="split the expression over two T.Parallel loops, or use "
-                                                         "fewer tile buffers")
-            self.cb[name] = like.replace(index=free[0], role="intermediate", producer=["compute"],
+            index = self.free_cb_index(name, what, f" (the expression needs more DST tiles than the {self.cap} free)")
+            self.cb[name] = like.replace(index=index, role="intermediate", producer=["compute"],
                                          consumer=["compute"], dtype=dtype, format=fmt.name,
                                          page_size=fmt.tile_bytes, depth_blocks=1, num_pages=like.block_tiles,
                                          bytes=like.block_tiles * fmt.tile_bytes, subblock=None, residency=None)

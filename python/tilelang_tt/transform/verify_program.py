@@ -41,6 +41,7 @@ from tvm import tirx
 from ..errors import TTVerifyError
 from ..intrinsics import BLOCK_READS, CALLS
 from ..ttir import CB, Call, Dst, For, Let, Lit, Program, Scalar, VReg
+from .common import free_vars
 from .hoist_inits import startup_formats
 
 _PHASES = {"tile_regs_acquire": ("idle", "math"), "tile_regs_commit": ("math", "committed"),
@@ -373,13 +374,8 @@ def _same(a, b) -> bool:
 
 def _vars(x) -> list:
     """The variables an argument, bound or guard reads."""
-    if isinstance(x, Scalar):
-        x = x.expr
-    if not isinstance(x, tirx.PrimExpr):
-        return []
-    out = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(x), lambda n: out.append(n) if isinstance(n, tirx.Var) else None)
-    return out
+    x = x.expr if isinstance(x, Scalar) else x
+    return free_vars(x) if isinstance(x, tirx.PrimExpr) else []
 
 
 def _check_scope(program: Program) -> None:
