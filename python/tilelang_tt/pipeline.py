@@ -2,7 +2,8 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> [MeshSplitTT] -> MergeBranchesTT
+    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> CopyWindowsTT -> [MeshSplitTT]
+               -> MergeBranchesTT
                -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
                -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> StoreCopiesTT -> Float16OperandsTT
                -> MemorySpaceLowerTT
@@ -71,6 +72,7 @@ from .transform.memory_space_lower import memory_space_lower
 from .transform.mesh_split import mesh_split
 from .transform.atomic_partials import atomic_partials
 from .transform.column_reads import column_reads
+from .transform.copy_windows import copy_windows
 from .transform.predicate_parallel import predicate_parallel
 from .transform.parallel_fission import parallel_fission
 from .transform.merge_branches import merge_branches
@@ -102,7 +104,7 @@ def passes(options: TTOptions, candidate: bool = False):
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
     seq = [("ForwardScalarsTT", forward_scalars), ("InlineIndexLetsTT", inline_index_lets),
-           ("CopiedElementsTT", copied_elements)]
+           ("CopiedElementsTT", copied_elements), ("CopyWindowsTT", copy_windows)]
     if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [

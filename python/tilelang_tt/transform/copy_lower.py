@@ -170,7 +170,9 @@ class CopyLower:
             self.check_whole(region, what)
             return None
         extents = [int(e) for e in region.extents]
-        if extents != list(shape_of) or any(e % TILE for e in extents) or not all(
+        # an extent under a tile (``acc[:valid_h, :]``, GQA decode's valid heads): the first rows / columns of the
+        # tiles at a tile-aligned origin, which is where a buffer of that shape holds them
+        if extents != list(shape_of) or any(e % TILE and e > TILE for e in extents) or not all(
                 self.analyzer.can_prove(tirx.floormod(m, TILE) == 0) and self.analyzer.can_prove(m >= 0)
                 and self.analyzer.can_prove(m + e <= s) for m, e, s in zip(region.mins, extents, shape)):
             self.check_whole(region, what)
@@ -301,6 +303,9 @@ class CopyLower:
         self.cb(source).consumer.add("compute")
         target = self.target(dst.buffer)
         self.inherit(target.name, source.name)
+        top = self.top_of_tiles(source, src, origin, what)
+        if top is not None:
+            self.placements[target.name] = top
         return call(TTOps.eltwise, self.cb_index_placeholder(target), tirx.BufferLoad(source, origin or [0, 0]),
                     note=note)
 
@@ -316,10 +321,14 @@ class CopyLower:
         if self.column_to_row(source, dst):
             return self.lower_column_write(source, dst, what, note)
         origin = self.fragment_window(src, [int(e) for e in dst.extents], what)
+        top = self.top_of_tiles(source, src, origin, what)
+        if self.top_rows_at_offset(top if origin is not None else self.placements.get(source.name), dst):
+            return self.lower_write_rows(source, src, dst, what, note, valid_rows, origin)
         r, c0, rows, cols, window = self.tile_coords(dst, what)
         if origin is None:
             self._check_block(source, rows, cols, what)
-        self.placement(source.name, window, what)
+        if top is None:     # else the staging CB below holds the window at the top of its tiles
+            self.placement(source.name, window, what)
         info = self.cb(source)
         if (str(source.scope()) == SCOPE_FRAGMENT or "compute" in info.consumer or "reader" in info.producer
                 or origin is not None or self.converts(dst.buffer, source, "output", what)):
@@ -330,6 +339,9 @@ class CopyLower:
             self.cbs[out.name].consumer.add("writer")
             info.consumer.add("compute")
             self.inherit(out.name, source.name)
+            if top is not None:
+                self.placements[out.name] = top
+                self.placement(out.name, window, what)
             self.tensor_cb_format(dst.buffer, out.name, "output", window, what)
             return tirx.SeqStmt([
                 call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, origin or [0, 0]),
@@ -340,6 +352,27 @@ class CopyLower:
         self.tensor_cb_format(dst.buffer, source.name, "output", window, what)
         return call(TTOps.write_block, self.cb_index_placeholder(source), self.tensor_index(dst.buffer), r, c0,
                     rows, cols, *window, note=note)
+
+    def top_of_tiles(self, source, region, origin, what: str):
+        """The placement of a window of ``source`` narrower than a tile at a tile-aligned ``origin``
+        (``fragment_window``): its rows / columns are the first of their tiles. None for whole tiles."""
+        if origin is None or all(int(e) % TILE == 0 for e in region.extents):
+            return None
+        if any(x is not None for x in self.placements.get(source.name, (None, None))):
+            raise TTUnsupportedError(f"{what}: a window of {source.name}, which holds a block smaller than a tile",
+                                     construct=what, source=self.src, fix="copy the whole buffer")
+        return tuple(tirx.IntImm("int32", 0) if int(e) < TILE else None for e in region.extents)
+
+    def top_rows_at_offset(self, place, dst) -> bool:
+        """Whether a block held in the first rows of its tiles (``place``: its placement) and whole tiles of
+        columns is stored at a row offset not known to be a multiple of 32 (GQA decode's ``O[b, h * 4:h * 4 + 4]``):
+        then it is written row by row (``write_rows``)."""
+        if place is None or place[0] is None or place[1] is not None or len(dst.mins) != 2:
+            return False
+        row, col = dst.mins
+        return (self.analyzer.can_prove(place[0] == 0) and int(dst.extents[1]) % TILE == 0
+                and not self.analyzer.can_prove(tirx.floormod(row, TILE) == 0)
+                and self.analyzer.can_prove(tirx.floormod(col, TILE) == 0))
 
     def column_to_row(self, source, dst) -> bool:
         """A column vector (a 1-D fragment of per-row values: a row reduction's result) stored as one row of a

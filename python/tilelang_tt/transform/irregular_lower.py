@@ -215,16 +215,21 @@ class IrregularLower:
         self.placements.pop(target.name, None)
         return self.offset_rows_read(src, target, what, note)
 
-    def lower_write_rows(self, source, src, dst, what: str, note: str, valid_rows):
+    def lower_write_rows(self, source, src, dst, what: str, note: str, valid_rows, origin=None):
         """The rows of a tile buffer stored at an element row offset: compute packs them into a staging CB of the
-        tensor's dtype, the writer scatters its rows (``write_rows``)."""
-        self.check_whole(src, what)
+        tensor's dtype, the writer scatters its rows (``write_rows``). Fewer rows than a tile are the first rows of
+        their tiles: a buffer of that shape, or a window of a fragment at a tile-aligned ``origin``
+        (``fragment_window``)."""
         rows, cols = (int(e) for e in dst.extents)
-        self._check_block(source, rows // TILE, cols // TILE, what)
-        if any(x is not None for x in self.placements.get(source.name, (None, None))):
-            raise TTUnsupportedError(f"{what}: {source.name} holds a block smaller than a tile", construct=what,
-                                     source=self.src, fix="store whole 32x32 tiles at a row offset")
-        shape = static_shape(source)
+        place = self.placements.get(source.name, (None, None))
+        if origin is None:
+            self.check_whole(src, what)
+            self._check_block(source, -(-rows // TILE), cols // TILE, what)
+            if place[1] is not None or place[0] is not None and not (
+                    rows < TILE and self.analyzer.can_prove(place[0] == 0)):
+                raise TTUnsupportedError(f"{what}: {source.name} holds a block smaller than a tile", construct=what,
+                                         source=self.src, fix="store whole 32x32 tiles at a row offset")
+        shape = static_shape(source) if origin is None else [rows, cols]
         out = self.staging_buffer(source, shape[0], shape[1], "out", dtype=dst.buffer.dtype)
         self.cbs[out.name].producer.add("compute")
         self.cbs[out.name].consumer.add("writer")
@@ -238,7 +243,7 @@ class IrregularLower:
         else:   # the guard's bound may read int32 tensors too (a sequence length from cu_seqlens)
             bound = self.index_loads(Region(dst.buffer, (valid_rows,), (1,), 2), "writer", what).mins[0]
         return tirx.SeqStmt([
-            call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, [0, 0]), note=note),
+            call(TTOps.eltwise, self.cb_index_placeholder(out), tirx.BufferLoad(source, origin or [0, 0]), note=note),
             call(TTOps.write_rows, self.cb_index_placeholder(out), self.tensor_index(dst.buffer), dst.mins[0], rows,
                  self.plain.simplify(tirx.floordiv(dst.mins[1], TILE)), cols // TILE, count,
                  self.plain.simplify(bound), note=note)])

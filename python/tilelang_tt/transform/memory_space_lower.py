@@ -370,6 +370,9 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
             buf = self.current(decode_region(c.args[i], self.src).buffer)
             self.cb(buf).consumer.add("compute")
             args[i] = _with_buffer(c.args[i], buf)
+        self.gemm_placement(*(decode_region(args[i], self.src).buffer for i in (0, 1)),
+                            decode_region(c.args[2], self.src).buffer, bool(c.args[3]), bool(c.args[4]),
+                            describe(stmt))
         if bool(c.args[3]):
             a = decode_region(args[0], self.src).buffer
             scratch, op = self.transposed_copy(a, tilelang_text(stmt))
@@ -381,6 +384,44 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         acc.consumer.add("compute")
         gemm = tirx.Evaluate(tirx.Call(c.dtype, c.op, args, c.annotations))
         return tirx.SeqStmt(pre + [gemm]) if pre else gemm
+
+    def gemm_placement(self, a, b, acc, transpose_a: bool, transpose_b: bool, what: str):
+        """C += A B of blocks smaller than a tile: C's rows sit where A's rows do and its columns where B's
+        columns do (recorded; an accumulator already placed elsewhere is refused). A contraction shorter than a
+        tile adds all 32 columns of A's tiles times all 32 rows of B's: exact only where one operand is a block
+        the reader filled (zeros around its window) and the other's block sits at the same place (or is uniform
+        across its tiles: a fill)."""
+        def oriented(buf, transposed):
+            place, shape = self.placements.get(buf.name, (None, None)), static_shape(buf, self.src)
+            return (place[::-1], shape[::-1]) if transposed else (place, shape)
+
+        (pa, sa), (pb, _) = oriented(a, transpose_a), oriented(b, transpose_b)
+        if sa[1] % TILE:
+            ka, kb = pa[1], pb[0]
+            zero_a, zero_b = ("reader" in self.cb(x).producer and "compute" not in self.cb(x).producer
+                              for x in (a, b))
+            same = ka is not None and kb is not None and self.analyzer.can_prove(ka == kb) and (zero_a or zero_b)
+            if not (same or ka is None and zero_b or kb is None and zero_a):
+                raise TTUnsupportedError(
+                    f"{what}: the contraction axis ({sa[1]} < 32) of {a.name} and {b.name}: the matmul adds all 32 "
+                    f"columns of {a.name}'s tiles times all 32 rows of {b.name}'s, and here "
+                    + ("their blocks sit at different places in their tiles" if ka is not None and kb is not None
+                       and not self.analyzer.can_prove(ka == kb) else "neither is zero around its block"),
+                    construct=what, source=self.src,
+                    fix="read one operand straight from a tensor (the reader zero-fills the rest of its tiles) at the "
+                        "same offsets modulo 32 as the other, or use a contraction of whole tiles")
+        want = (pa[0], pb[1])
+        if all(w is None for w in want):
+            return
+        target = self.current(acc)
+        have = self.placements.get(target.name, (None, None))
+        for axis, (w, h) in enumerate(zip(want, have)):
+            if h is not None and (w is None or not self.analyzer.can_prove(w == h)):
+                raise TTUnsupportedError(
+                    f"{what}: {target.name} holds its block at {['row', 'column'][axis]} {h} of its tiles but this "
+                    f"T.gemm computes it at {w}", construct=what, source=self.src,
+                    fix="read the operands at offsets that agree modulo 32 with the accumulator's block")
+        self.placements[target.name] = tuple(w if w is not None else h for w, h in zip(want, have))
 
     def transposed_copy(self, source: tirx.Buffer, note: str):
         """(scratch, op): a compute scratch CB that ``transpose(source, scratch)`` fills with ``source``

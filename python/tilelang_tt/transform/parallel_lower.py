@@ -617,7 +617,15 @@ class ParallelLower:
         subst = {}
         for var in used:
             axis = next((k for v, k in axis_of if v.same_as(var)), None)
-            if axis is None or self.placements.get(self._store_target, (None, None))[axis] is not None:
+            place = self.placements.get(self._store_target, (None, None))
+            if axis is not None and place[axis] is None and self._store_target and \
+                    static_shape(self.cbs[self._store_target].buffer)[axis] % TILE:
+                # the index tile counts from the tile's first row (column): a block smaller than a tile computed
+                # from it sits there, and a transfer of it elsewhere in the tile must move it (or is refused)
+                self.placements[self._store_target] = tuple(tirx.IntImm("int32", 0) if k == axis else p
+                                                            for k, p in enumerate(place))
+                place = self.placements[self._store_target]
+            if axis is None or place[axis] is not None and not self.analyzer.can_prove(place[axis] == 0):
                 raise TTUnsupportedError(f"loop variable {var.name} used as a value in a block smaller than a tile"
                                          if axis is not None else f"loop variable {var.name} used as a value but "
                                          "not indexing the store", construct=what, source=self.src,

@@ -54,10 +54,12 @@ class _Stager(ParallelNestRewriter):
     def nest(self, loop):
         return loop
 
-    def _copy_of(self, buf: tirx.Buffer) -> tirx.Buffer:
-        if buf.name not in self.made:
-            self.made[buf.name] = self.new_buffer(buf.shape, buf.dtype, f"{buf.name}_store", buf.scope())
-        return self.made[buf.name]
+    def _copy_of(self, buf: tirx.Buffer, shape) -> tirx.Buffer:
+        key = (buf.name, tuple(int(e) for e in shape))
+        if key not in self.made:
+            name = f"{buf.name}_store" if not self.made else f"{buf.name}_store{len(self.made) + 1}"
+            self.made[key] = self.new_buffer(shape, buf.dtype, name, buf.scope())
+        return self.made[key]
 
     def stmt(self, s):
         c = tile_op_call(s)
@@ -66,10 +68,16 @@ class _Stager(ParallelNestRewriter):
         src, dst = decode_region(c.args[0]), decode_region(c.args[1])
         if not is_global(dst.buffer) or src.buffer.name not in self.staged:
             return s
-        copy = self._copy_of(src.buffer)
         into, out_of = list(c.args), list(c.args)
-        into[1] = region_call(copy, src.mins, src.extents, 2)
-        out_of[0] = region_call(copy, src.mins, src.extents, 1)
+        if [int(e) for e in src.extents] == [int(e) for e in src.buffer.shape]:
+            copy = self._copy_of(src.buffer, src.buffer.shape)
+            into[1] = region_call(copy, src.mins, src.extents, 2)
+            out_of[0] = region_call(copy, src.mins, src.extents, 1)
+        else:   # a window of the buffer (``acc[:valid_h, :]``): a copy of the window's shape
+            copy = self._copy_of(src.buffer, src.extents)
+            zeros = [tirx.IntImm("int32", 0)] * len(src.extents)
+            into[1] = region_call(copy, zeros, src.extents, 2)
+            out_of[0] = region_call(copy, zeros, src.extents, 1)
         return tirx.SeqStmt([tirx.Evaluate(tirx.Call(c.dtype, c.op, into, c.annotations)),
                              tirx.Evaluate(tirx.Call(c.dtype, c.op, out_of, c.annotations))])
 
