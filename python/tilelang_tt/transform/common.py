@@ -280,8 +280,15 @@ def const_value(expr) -> float | None:
 
     if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
         return float(expr.value)
-    if isinstance(expr, tirx.Cast):
-        return const_value(expr.value)
+    if isinstance(expr, tirx.Cast):     # the cast's rounding: to nearest even, toward zero for an integer
+        value = const_value(expr.value)
+        if value is None or not math.isfinite(value) or str(expr.dtype) in ("float32", "float64", "bool"):
+            return value
+        if str(expr.dtype) in ("bfloat16", "float16"):
+            import torch
+            kind = torch.bfloat16 if str(expr.dtype) == "bfloat16" else torch.float16
+            return float(torch.tensor(value, dtype=torch.float64).to(torch.float32).to(kind).item())
+        return float(math.trunc(value)) if str(expr.dtype).startswith(("int", "uint")) else value
     if isinstance(expr, tirx.Call) and isinstance(expr.op, Op) and str(expr.op.name) in ("tl.infinity", "tirx.infinity"):
         return math.inf
     kind = type(expr).__name__

@@ -40,6 +40,55 @@ def _typecast(lw, out: list, v, src: str, dst: str, note: str) -> None:
     out += [Call("typecast_tile_init", args, note), Call("typecast_tile", (*args, v), note)]
 
 
+def _dtype_bits(dtype: str) -> int:
+    return int("".join(ch for ch in dtype.split("_")[0] if ch.isdigit()) or 32)
+
+
+def rounding_cast(e) -> str | None:
+    """How a ``T.Cast`` inside an expression changes its value, which a GPU applies where it stands: "bf16" (rounded
+    to nearest even), "trunc" (a float made an int32 / int64: truncated toward zero, saturated), "refused" (float16 or
+    float8, or a narrower integer: no TT rounding of a value in DST), None (a widening, exact on TT: DST holds
+    float32)."""
+    if not isinstance(e, tirx.Cast):
+        return None
+    dst, src = str(e.dtype), str(e.value.dtype)
+    if dst == src or dst in ("float32", "float64", "bool") or src == "bool":
+        return None
+    src_float = src.startswith(("float", "bfloat"))
+    if src in ("int8", "uint8", "int4", "uint4") and dst.startswith(("float", "bfloat")) and _dtype_bits(dst) >= 16:
+        return None                  # every 8-bit integer is a bfloat16 / float16
+    if dst == "bfloat16":
+        return "bf16"
+    if dst.startswith("float"):      # float16, float8: exact only from a narrower format
+        return None if src_float and _dtype_bits(src) < _dtype_bits(dst) and src != "bfloat16" else "refused"
+    if src_float:                    # float -> integer
+        return "trunc" if dst in ("int32", "int64") else "refused"
+    return None                      # between integer types: integers held in floats stay the same
+
+
+def _strip_exact(e):
+    """``e`` without the casts around it that leave its value unchanged on TT (``rounding_cast`` None)."""
+    while isinstance(e, tirx.Cast) and rounding_cast(e) is None:
+        e = e.value
+    return e
+
+
+def _exact_const(cast: tirx.Cast) -> bool:
+    """Whether the constant under ``cast`` is unchanged by it (``T.bfloat16(1.0)``, ``T.int32(3.0)``)."""
+    import torch
+
+    value = const_value(cast.value)
+    if value is None or not math.isfinite(value):
+        return value is not None
+    dtype = str(cast.dtype)
+    if not dtype.startswith(("float", "bfloat")):
+        return float(int(value)) == value
+    kind = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
+    if kind is None:
+        return dtype in ("float32", "float64") or value == 0.0
+    return float(torch.tensor(value, dtype=torch.float32).to(kind).float().item()) == value
+
+
 def _float_format(lw) -> str:
     """The format of a float value in DST: Float32 with fp32 accumulation (always on with integer tiles)."""
     return lw.dst_format().removeprefix("DataFormat::")
@@ -138,10 +187,50 @@ class _Eval:
         self.int_copy = False       # set by eval: the whole expression copies an integer tile (no typecast)
 
     def eval_top(self, e, out) -> Dst:
-        """The value of the whole expression; an integer tile copied into an integer destination stays integer."""
+        """The value of the whole expression; an integer tile copied into an integer destination stays integer.
+        The expression's own conversion to the destination's dtype is the pack's (or the integer typecast's)."""
+        dtype = str(self.lw.cbs[self.dest].dtype) if self.dest in self.lw.cbs else None
+        while isinstance(e, tirx.Cast) and (rounding_cast(e) is None or str(e.dtype) == dtype):
+            e = e.value
         self.int_copy = isinstance(e, tirx.BufferLoad) and bool(_int_format(self.lw, e.buffer.name)) and \
             bool(_int_format(self.lw, self.dest))
         return self.eval(e, out)
+
+    def cast(self, e: tirx.Cast, kind: str, out) -> Dst:
+        """A cast inside the expression rounds as a GPU's does where it stands: to bfloat16 with
+        ``typecast_tile<Float32, Float16_b>`` (round to nearest even in DST), to an integer by truncation
+        (``typecast_tile`` to Int32 and back: toward zero, saturated as a GPU's conversion is)."""
+        if kind == "refused" or _float_format(self.lw) != "Float32":
+            raise TTUnsupportedError(
+                f"`{e}` inside an expression: TT computes the expression in float32 DST and rounds only where it packs "
+                f"the result, and has no in-DST conversion to {e.dtype}" + (
+                    "" if kind == "refused" else " without fp32 accumulation"),
+                construct=self.note, source=self.lw.src,
+                fix=f"store the value into a {e.dtype} tile buffer (the pack rounds it) and compute with that buffer")
+        v = self.eval(e.value, out)
+        if kind == "bf16":
+            _typecast(self.lw, out, v, "Float32", "Float16_b", self.note)
+        else:
+            _typecast(self.lw, out, v, "Float32", "Int32", self.note)
+            _typecast(self.lw, out, v, "Int32", "Float32", self.note)
+        return v
+
+    def check_scalar_casts(self, s) -> None:
+        """A run-time scalar is computed by the RISC-V cores without the casts a GPU rounds at: refused where one
+        would change the value (a constant that a cast leaves unchanged, ``T.bfloat16(1.0)``, is fine)."""
+        found = []
+
+        def visit(n):
+            if rounding_cast(n) is not None and (const_value(n.value) is None or not _exact_const(n)):
+                found.append(n)
+
+        tirx.stmt_functor.post_order_visit(tirx.Evaluate(s), visit)
+        if found:
+            raise TTUnsupportedError(
+                f"`{found[0]}` in a scalar operand: TT computes scalars in float32 on the RISC-V cores and would not "
+                "round it", construct=self.note, source=self.lw.src,
+                fix=f"round the value before the kernel (pass it as {found[0].dtype} of the rounded value, or as "
+                    "float32)")
 
     def index(self, name: str):
         if name == self.dest and self.reads_dest:
@@ -210,6 +299,7 @@ class _Eval:
         return self.lw.queue_pos(name, r, c)
 
     def fill(self, out, s) -> Dst:
+        self.check_scalar_casts(s)
         v = vreg()
         value = const_value(s)
         if value is None and self.float_param(s):
@@ -231,6 +321,7 @@ class _Eval:
 
     def bits(self, s):
         """A scalar operand of an SFPU op: its fp32 bits, written out or computed at run time."""
+        self.check_scalar_casts(s)
         value = const_value(s)
         if value is None and self.float_param(s):     # a float32 kernel parameter arrives as its bits
             return Scalar(self.lw.expr(strip_cast(s)), raw=True)
@@ -238,7 +329,15 @@ class _Eval:
 
     def eval(self, e, out) -> Dst:
         """The DST slot holding the value of ``e`` for this tile, computed by the calls appended to ``out``."""
-        e = strip_cast(e)
+        kind = rounding_cast(e)
+        if kind == "trunc" and isinstance(e.value, tirx.BufferLoad) and str(
+                self.lw.cbs[e.value.buffer.name].constant or "").startswith("index"):
+            e, kind = e.value, None      # an index tile holds integers
+        if kind == "refused" and isinstance(_strip_exact(e.value), tirx.BufferLoad):
+            e, kind = e.value, None      # a tile value converted to float16 / float8 on the spot: not rounded
+        if kind is not None and not is_scalar(e):
+            return self.cast(e, kind, out)
+        e = _strip_exact(e)
         if self.resident is not None and isinstance(e, tirx.BufferLoad) and e.buffer.name == self.resident[0]:
             return self.resident[1]
         if is_scalar(e):
@@ -386,7 +485,7 @@ class _Eval:
         return vt
 
     def minmax(self, e, out) -> Dst:
-        a, b = strip_cast(e.a), strip_cast(e.b)
+        a, b = _strip_exact(e.a), _strip_exact(e.b)
         op = "max" if isinstance(e, tirx.Max) else "min"
         if is_scalar(a) or is_scalar(b):
             x, s = (b, a) if is_scalar(a) else (a, b)
@@ -402,7 +501,7 @@ class _Eval:
         return va
 
     def compare(self, e, out) -> Dst:
-        a, b = strip_cast(e.a), strip_cast(e.b)
+        a, b = _strip_exact(e.a), _strip_exact(e.b)
         cmp = _COMPARE[type(e)]
         if is_scalar(a) and is_scalar(b):
             raise TTUnsupportedError(f"a comparison of two constants `{e}`", construct=self.note, source=self.lw.src)
@@ -418,7 +517,7 @@ class _Eval:
         return va
 
     def binary(self, e, out) -> Dst:
-        a, b = strip_cast(e.a), strip_cast(e.b)
+        a, b = _strip_exact(e.a), _strip_exact(e.b)
         kind = BINARY[type(e)]
         if is_scalar(a) or is_scalar(b):
             scalar_first = is_scalar(a)
@@ -483,7 +582,7 @@ def _copy_out_of_dst(lw, d_name: str, expr, note: str) -> list:
 
     def epilogue(i):
         out = []
-        _Eval(lw, d_name, 0, 0, False, note, resident=(lw.dst_frag, Dst(i))).eval(expr, out)
+        _Eval(lw, d_name, 0, 0, False, note, resident=(lw.dst_frag, Dst(i))).eval(strip_cast(expr), out)
         return out
 
     if _int_format(lw, d_name):

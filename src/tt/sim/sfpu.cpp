@@ -199,10 +199,12 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
     const bool from_int = in_fmt == kTypecastUInt8 || in_fmt == kTypecastInt8 || from_int32;
     const bool from_int8 = in_fmt == kTypecastInt8;
     const bool to_int32 = out_fmt == kTypecastInt32;
+    const bool to_bf16 = !from_int && out_fmt == kFloat16_b;   // a float rounded to bfloat16 in DST
     const char* op = from_int8 ? "typecast_tile<Int8, float>"
                      : from_int32 ? "typecast_tile<Int32, float>"
                      : from_int ? "typecast_tile<UInt8, float>"
-                                : to_int32 ? "typecast_tile<float, Int32>" : "typecast_tile<float, UInt8>";
+                     : to_bf16 ? "typecast_tile<Float32, Float16_b>"
+                               : to_int32 ? "typecast_tile<float, Int32>" : "typecast_tile<float, UInt8>";
     require_math(c, line, op);
     float* t = dst_tile(c, dst, line, op);
     if (!c.defined[dst]) sfpu_read(c, dst, line, op);   // the undefined-DST error
@@ -228,6 +230,10 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
                 t[i] = static_cast<float>((byte ^ 0x80) - 128);   // -128..127: exact in Float32 and Float16_b
             } else if (from_int) {
                 t[i] = static_cast<float>(f2u(t[i]));   // 0..255: exact in Float32 and Float16_b
+            } else if (to_bf16) {   // calculate_typecast_fp32_to_fp16b: + 0x7FFF + lsb, low 16 bits cleared (RNE)
+                uint32_t bits = f2u(t[i]);
+                bits += 0x7FFFu + ((bits >> 16) & 1u);
+                t[i] = u2f(bits & 0xFFFF0000u);
             } else if (to_int32) {
                 const float x = t[i];
                 int32_t v;
@@ -250,7 +256,7 @@ void typecast_tile(uint8_t in_fmt, uint8_t out_fmt, uint32_t dst, uint32_t line)
         }
         if (from_int && out_fmt == kFloat16_b) round_tile(t, kFloat16_b);   // FP32_TO_FP16B (a no-op on 0..255)
     }
-    wrote(c, dst, !from_int);
+    wrote(c, dst, !from_int && !to_bf16);
     cur().core->counters.tile_ops++;
 }
 

@@ -392,7 +392,8 @@ inline void where_tile_init(TT_SIM_LINE) { tt_sim::kapi::sfpu_init("where_tile_i
 // models UInt8 -> Float32 / Float16_b (exact: 0..255), Int8 -> Float32 / Float16_b (the UInt8 CB's byte as two's
 // complement, exact: -128..127), Float32 / Float16_b -> UInt8 (truncation toward zero, modulo 256; 0 for
 // |x| >= 2^31, Inf and NaN: ckernel_sfpu_typecast.h calculate_typecast_fp32_to_uint8) and -> Int32 (truncation
-// toward zero, saturating: calculate_typecast_fp32_to_int32); Int32 -> Float32 (calculate_typecast_int32_to_fp32).
+// toward zero, saturating: calculate_typecast_fp32_to_int32); Int32 -> Float32 (calculate_typecast_int32_to_fp32);
+// Float32 -> Float16_b in place (round to nearest even, low 16 bits cleared: calculate_typecast_fp32_to_fp16b).
 template <uint32_t IN_DTYPE, uint32_t OUT_DTYPE>
 inline void typecast_tile_init(TT_SIM_LINE) {
     tt_sim::kapi::sfpu_init("typecast_tile_init", line);
@@ -405,9 +406,10 @@ inline void typecast_tile(uint32_t idst, TT_SIM_LINE) {
                    (out == DataFormat::Float32 || out == DataFormat::Float16_b)) ||
                       ((out == DataFormat::UInt8 || out == DataFormat::Int32) &&
                        (in == DataFormat::Float32 || in == DataFormat::Float16_b)) ||
-                      (in == DataFormat::Int32 && out == DataFormat::Float32),
+                      (in == DataFormat::Int32 && out == DataFormat::Float32) ||
+                      (in == DataFormat::Float32 && out == DataFormat::Float16_b),
                   "tt-sim: typecast_tile is emulated for UInt8 / Int8 -> Float32 / Float16_b, Float32 / "
-                  "Float16_b -> UInt8 / Int32 and Int32 -> Float32");
+                  "Float16_b -> UInt8 / Int32, Int32 -> Float32 and Float32 -> Float16_b");
     // typecast.h: "For input/output to be UInt32, Int32, or Float32, Dest must be in 32 bit mode"
     static_assert((out != DataFormat::Int32 && in != DataFormat::Int32) || is_fp32_dest_acc_en,
                   "Int32 typecast requires Dest in 32 bit mode");
