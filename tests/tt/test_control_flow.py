@@ -351,3 +351,17 @@ def test_if_else_branches_run_as_selects():
             want = torch.div(i - 20, 8, rounding_mode="floor") * 100 + torch.remainder(j - 3, 5) + \
                 torch.div(i + 32 * by, 3, rounding_mode="floor")
             assert torch.equal(p[by * 32:(by + 1) * 32, bx * 32:(bx + 1) * 32], want.float().expand(32, 32)), (by, bx)
+
+
+def test_lower_guard_of_a_shifted_store_is_kept():
+    """``if i - 8 >= 0: C[i - 8, j] = A[i, j]``: the guard is not a tail guard (the writer clips rows past the
+    tensor's end, not before its start); dropped, rows -8..-1 were written below C's DRAM buffer."""
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as by:
+            for i, j in T.Parallel(32, 32):
+                if i - 8 >= 0:
+                    C[i - 8, j] = A[i, j]
+
+    with pytest.raises(TTUnsupportedError, match="row offset -8 of C is not a multiple of 32"):
+        tilelang.compile(k, target="tt")

@@ -61,7 +61,9 @@ def _is_guard(cond, store: tirx.BufferStore, analyzer) -> bool:
                 return True
             if isinstance(c, (tirx.GE, tirx.LE)) and (isinstance(c, tirx.GE) and same(c.a, index) and same(c.b, 0)
                                                        or isinstance(c, tirx.LE) and same(c.b, index) and same(c.a, 0)):
-                return True
+                # the writer clips rows past the tensor's end, not before its start: a lower guard goes only
+                # where it always holds (``i - 8 >= 0`` is a shifted store's, and stays)
+                return analyzer.can_prove(index >= 0)
         return False
 
     return all(bound(c) for c in _conjuncts(cond))
@@ -101,9 +103,8 @@ def predicate_parallel(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return None if body.same_as(loop.body) else tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body,
                                                               loop.thread_binding, loop.annotations)
 
-    def pre(node):
-        if node.kind == tirx.ForKind.PARALLEL:
-            analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent))
+    def pre(node):      # every loop's range (grid, serial, parallel), for the guards' bounds
+        analyzer.bind(node.loop_var, tvm.ir.Range.from_min_extent(node.min, node.extent))
         return None
 
     def post(node):
