@@ -2,7 +2,8 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> CopyWindowsTT -> [MeshSplitTT]
+    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> CopyWindowsTT -> GlobalOrderTT
+               -> [MeshSplitTT]
                -> MergeBranchesTT
                -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
                -> GridToPersistentTT -> TTShardToCoreMap -> TilePadTT -> StoreCopiesTT -> Float16OperandsTT
@@ -73,6 +74,7 @@ from .transform.mesh_split import mesh_split
 from .transform.atomic_partials import atomic_partials
 from .transform.column_reads import column_reads
 from .transform.copy_windows import copy_windows
+from .transform.global_order import global_order
 from .transform.predicate_parallel import predicate_parallel
 from .transform.parallel_fission import parallel_fission
 from .transform.merge_branches import merge_branches
@@ -104,7 +106,8 @@ def passes(options: TTOptions, candidate: bool = False):
     The same passes are available as TVM passes from ``tilelang_tt.transform``."""
     dev = options.device
     seq = [("ForwardScalarsTT", forward_scalars), ("InlineIndexLetsTT", inline_index_lets),
-           ("CopiedElementsTT", copied_elements), ("CopyWindowsTT", copy_windows)]
+           ("CopiedElementsTT", copied_elements), ("CopyWindowsTT", copy_windows),
+           ("GlobalOrderTT", global_order)]
     if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [

@@ -108,13 +108,13 @@ def test_dump_ir_env(tmp_path, monkeypatch):
     lower_module(tvm.IRModule({"main": K.elementwise_add(64, 64)}), make_options())
     names = sorted(p.name for p in (tmp_path / "main").iterdir())
     assert names == ["00_Input.py", "01_ForwardScalarsTT.py", "02_InlineIndexLetsTT.py", "03_CopiedElementsTT.py",
-                     "04_CopyWindowsTT.py", "05_MergeBranchesTT.py", "06_PredicateParallelTT.py",
-                     "07_ParallelFissionTT.py", "08_ColumnReadsTT.py", "09_InterleavedColumnsTT.py",
-                     "10_UnpackWeightsTT.py", "11_SDPAFusionTT.py", "12_SuperBlockTT.py", "13_RowStreamTT.py",
-                     "14_GridToPersistentTT.py", "15_TTShardToCoreMap.py", "16_TilePadTT.py", "17_StoreCopiesTT.py",
-                     "18_Float16OperandsTT.py", "19_MemorySpaceLowerTT.py", "20_TensorizeTT.py",
-                     "21_EliminateDeadValuesTT.py", "22_StreamBandsTT.py"]
-    assert "tt_eltwise" in (tmp_path / "main" / "20_TensorizeTT.py").read_text()
+                     "04_CopyWindowsTT.py", "05_GlobalOrderTT.py", "06_MergeBranchesTT.py",
+                     "07_PredicateParallelTT.py", "08_ParallelFissionTT.py", "09_ColumnReadsTT.py",
+                     "10_InterleavedColumnsTT.py", "11_UnpackWeightsTT.py", "12_SDPAFusionTT.py", "13_SuperBlockTT.py",
+                     "14_RowStreamTT.py", "15_GridToPersistentTT.py", "16_TTShardToCoreMap.py", "17_TilePadTT.py",
+                     "18_StoreCopiesTT.py", "19_Float16OperandsTT.py", "20_MemorySpaceLowerTT.py",
+                     "21_TensorizeTT.py", "22_EliminateDeadValuesTT.py", "23_StreamBandsTT.py"]
+    assert "tt_eltwise" in (tmp_path / "main" / "21_TensorizeTT.py").read_text()
 
 
 def _gemm_in1s(func) -> list:

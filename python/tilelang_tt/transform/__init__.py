@@ -7,6 +7,7 @@ from .forward_scalars import ForwardScalarsTT
 from .grid_to_persistent import GridToPersistentTT
 from .copied_elements import CopiedElementsTT
 from .copy_windows import CopyWindowsTT
+from .global_order import GlobalOrderTT
 from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
 from .merge_branches import MergeBranchesTT
@@ -23,7 +24,7 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "CopiedElementsTT", "CopyWindowsTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "CopiedElementsTT", "CopyWindowsTT", "GlobalOrderTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
            "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "StoreCopiesTT", "Float16OperandsTT",
            "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]
