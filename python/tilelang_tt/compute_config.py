@@ -304,6 +304,14 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
     for operand, o in sorted(precision.get("matmul_operands", {}).items()):
         if o["bits"] >= o["of"]:
             continue
+        if o["format"] == "Float32" and precision.get("float32_operands") == "fp16":
+            if not precision.get("allow_fp16_reduced"):
+                out.append(f"T.gemm reads its float32 {operand} as FP16 (this kernel also has float16 data and "
+                           f"SrcA/SrcB take one format): {o['bits']} of its 24 significant bits and FP16's range, "
+                           "magnitudes below 2^-14 flushed to zero and above 65504 overflowed; convert the float16 "
+                           "data to bfloat16 or float32 in another kernel, or allow_fp16_reduced=True "
+                           "(T.annotate_tt_compute) accepts this")
+            continue
         if o["format"] == "Float32":
             if not precision["allow_tf32"]:
                 out.append(f"T.gemm multiplies {o['bits']} of the {o['of']} significant bits of its float32 {operand} "

@@ -630,3 +630,31 @@ def test_fp16_in1_split_that_does_not_fit_l1_is_left_unsplit_and_warned():
     assert precision["matmul_operands"]["in1"] == {"format": "Float16", "bits": 10, "of": 11}
     assert "splitting in1 into two matmuls does not fit (tile buffers: circular buffers need 1703936 bytes" in warnings[0]
     assert "use smaller blocks for every bit, or allow_fp16_reduced=True" in warnings[0]
+
+
+def test_float32_gemm_beside_float16_data_warns_of_fp16_range():
+    """A float32 T.gemm in a kernel with a float16 input reads its operands as FP16 (one SrcA/SrcB format per
+    kernel): B ~ 1e-4 * randn loses most of its values below 2^-14 (90% of the result off); the warning says so,
+    where it used to name only the lost mantissa bits."""
+    from tilelang_tt import TTPrecisionWarning
+
+    M, N, K = 32, 32, 64
+
+    @T.prim_func
+    def k(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), bias: T.Tensor((N,), "float16"),
+          C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((M, K), "float32")
+            b = T.alloc_shared((K, N), "float32")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(acc)
+            T.gemm(a, b, acc)
+            for i, j in T.Parallel(M, N):
+                acc[i, j] = acc[i, j] * 1e4 + bias[j]
+            T.copy(acc, C)
+
+    with pytest.warns(TTPrecisionWarning, match=r"reads its float32 in0 as FP16 .* below 2\^-14 flushed to zero"):
+        kernel = tilelang.compile(k, target="tt")
+    assert kernel.plan["precision"]["float32_operands"] == "fp16"

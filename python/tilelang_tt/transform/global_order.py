@@ -67,10 +67,13 @@ class _Collector:
             self.stmt(s.body)
             del self.parallel[s.loop_var]
             return
-        if isinstance(s, tirx.For):
+        if isinstance(s, tirx.For) and s.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
             self.loops.append(s)
             self.stmt(s.body)
             self.loops.pop()
+            return
+        if isinstance(s, tirx.For):     # the grid's blocks (a write one block makes and another reads: a GPU race too)
+            self.stmt(s.body)
             return
         if isinstance(s, tirx.AttrStmt):
             self.stmt(s.body)

@@ -46,9 +46,9 @@ def _dtype_bits(dtype: str) -> int:
 
 def rounding_cast(e) -> str | None:
     """How a ``T.Cast`` inside an expression changes its value, which a GPU applies where it stands: "bf16" (rounded
-    to nearest even), "trunc" (a float made an int32 / int64: truncated toward zero, saturated), "refused" (float16 or
-    float8, or a narrower integer: no TT rounding of a value in DST), None (a widening, exact on TT: DST holds
-    float32)."""
+    to nearest even), "trunc" (a float made an int32 / int64: truncated toward zero, saturated), "refused" (float8,
+    or a narrower integer: no TT rounding of a value in DST), None (a widening, exact on TT: DST holds float32; and
+    float16, which 0.81 cannot round in DST: the value stays unrounded, within float32)."""
     if not isinstance(e, tirx.Cast):
         return None
     dst, src = str(e.dtype), str(e.value.dtype)
@@ -59,8 +59,10 @@ def rounding_cast(e) -> str | None:
         return None                  # every 8-bit integer is a bfloat16 / float16
     if dst == "bfloat16":
         return "bf16"
-    if dst.startswith("float"):      # float16, float8: exact only from a narrower format
-        return None if src_float and _dtype_bits(src) < _dtype_bits(dst) and src != "bfloat16" else "refused"
+    if dst == "float16":             # no in-DST float16 rounding in 0.81: kept unrounded, more exact (documented)
+        return None
+    if dst.startswith("float"):      # float8: a quantization, refused rather than skipped
+        return "refused"
     if src_float:                    # float -> integer
         return "trunc" if dst in ("int32", "int64") else "refused"
     return None                      # between integer types: integers held in floats stay the same
@@ -332,12 +334,13 @@ class _Eval:
         kind = rounding_cast(e)
         if kind == "trunc" and isinstance(e.value, tirx.BufferLoad) and str(
                 self.lw.cbs[e.value.buffer.name].constant or "").startswith("index"):
-            e, kind = e.value, None      # an index tile holds integers
+            return self.eval(e.value, out)      # an index tile holds integers
         if kind == "refused" and isinstance(_strip_exact(e.value), tirx.BufferLoad):
-            e, kind = e.value, None      # a tile value converted to float16 / float8 on the spot: not rounded
+            return self.eval(e.value, out)      # a tile value converted to float16 / float8 on the spot: unrounded
         if kind is not None and not is_scalar(e):
             return self.cast(e, kind, out)
-        e = _strip_exact(e)
+        if isinstance(e, tirx.Cast) and not is_scalar(e):
+            return self.eval(e.value, out)      # a cast that keeps the value (its operand may round)
         if self.resident is not None and isinstance(e, tirx.BufferLoad) and e.buffer.name == self.resident[0]:
             return self.resident[1]
         if is_scalar(e):
