@@ -16,7 +16,8 @@ class TTError(Exception):
         self.construct = construct
         self.fix = fix
         self.source = source
-        parts = [f"{construct}: {message}" if construct else message]
+        # a message that opens with its construct (the lowering's ``f"{what}: ..."``) names it once
+        parts = [f"{construct}: {message}" if construct and not message.startswith(f"{construct}:") else message]
         if source:
             parts.append(f"  at {source}")
         if fix:

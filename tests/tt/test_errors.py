@@ -191,3 +191,13 @@ def test_unsupported_tilelang_version(monkeypatch):
     monkeypatch.setattr(tilelang, "__version__", "0.2.0")
     with pytest.raises(TTVersionError, match=r"(?s)tilelang 0.2.0 is installed.*fix: pip install tilelang==0.1.15"):
         _tilelang_hooks.check_tilelang_version()
+
+
+def test_construct_named_once():
+    """A lowering message opens with its construct (``f"{what}: ..."``): the error names it once, not twice."""
+    from tilelang_tt.errors import TTUnsupportedError
+
+    e = TTUnsupportedError("T.copy(a, b): only whole tile buffers can be copied", construct="T.copy(a, b)", fix="f")
+    assert str(e).splitlines()[0] == "T.copy(a, b): only whole tile buffers can be copied"
+    e = TTUnsupportedError("T.print has no TT lowering", construct="T.print")
+    assert str(e) == "T.print: T.print has no TT lowering"
