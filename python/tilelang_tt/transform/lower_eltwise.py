@@ -76,19 +76,10 @@ def _strip_exact(e):
 
 
 def _exact_const(cast: tirx.Cast) -> bool:
-    """Whether the constant under ``cast`` is unchanged by it (``T.bfloat16(1.0)``, ``T.int32(3.0)``)."""
-    import torch
-
+    """Whether the constant under ``cast`` is unchanged by it (``T.bfloat16(1.0)``, ``T.int32(3.0)``):
+    ``const_value`` folds a cast with its rounding."""
     value = const_value(cast.value)
-    if value is None or not math.isfinite(value):
-        return value is not None
-    dtype = str(cast.dtype)
-    if not dtype.startswith(("float", "bfloat")):
-        return float(int(value)) == value
-    kind = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
-    if kind is None:
-        return dtype in ("float32", "float64") or value == 0.0
-    return float(torch.tensor(value, dtype=torch.float32).to(kind).float().item()) == value
+    return value is not None and const_value(cast) == value
 
 
 def _float_format(lw) -> str:
@@ -336,7 +327,7 @@ class _Eval:
                 self.lw.cbs[e.value.buffer.name].constant or "").startswith("index"):
             return self.eval(e.value, out)      # an index tile holds integers
         if kind == "refused" and isinstance(_strip_exact(e.value), tirx.BufferLoad):
-            return self.eval(e.value, out)      # a tile value converted to float16 / float8 on the spot: unrounded
+            return self.eval(e.value, out)      # a tile value converted to float8 on the spot: unrounded
         if kind is not None and not is_scalar(e):
             return self.cast(e, kind, out)
         if isinstance(e, tirx.Cast) and not is_scalar(e):
