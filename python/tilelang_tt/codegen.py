@@ -20,7 +20,7 @@ from tvm.target import Target
 
 from . import attrs, compute_config, coverage, plan as plan_mod, records, ttir_json
 from .artifact import comment_text, write_artifact
-from .device import FACE, NARROW_INDEX_DTYPES, TILE, TILE_FORMATS
+from .device import FACE, INT_AS_FLOAT_LIMIT, NARROW_INDEX_DTYPES, TILE, TILE_FORMATS
 from .errors import TTLoweringError
 from .formats import tensor_format
 from .intrinsics import COMPUTE_BASE_HEADERS, DATAFLOW_HEADER
@@ -110,6 +110,17 @@ def _kernel_specs(ctx: KernelContext, program) -> dict:
     return kernels
 
 
+def _compute_integer_tensors(program) -> set[str]:
+    """The integer tensors whose tiles the reader hands to compute (``mask[i] = Indices[b, i] <= q``): compute
+    makes their words floats in DST (typecast_tile<Int32, Float32>), exact only below 2^24, which the call checks."""
+    out = set()
+    for c in calls(program.kernels["reader"].body):
+        cbs = [program.cbs[a.name] for a in c.args if isinstance(a, CB) and a.name in program.cbs]
+        if any(cb.fmt == "Int32" and "compute" in cb.consumer for cb in cbs):
+            out |= {a.name for a in c.args if isinstance(a, Tensor)}
+    return out
+
+
 def _index_only_tensors(program) -> set[str]:
     """The tensors every data-movement call reads only an element of (``read_index``: offsets, conditions)."""
     elementwise, other = set(), set()
@@ -127,6 +138,7 @@ def _buffers(ctx: KernelContext, program) -> list:
     reader = kernel_tensors(ctx, program, "reader")
     reads = [i for i in {*reader, *kernel_tensors(ctx, program, "writer")} if i not in writes or i in reader]
     index_only = _index_only_tensors(program)
+    computed_ints = _compute_integer_tensors(program)
     config = records.compute(ctx.func)
     fp32_pages = set(config.float16_results or ()) if config is not None else set()
     out = []
@@ -154,6 +166,8 @@ def _buffers(ctx: KernelContext, program) -> list:
             out[-1]["row_pad"] = {**pad.row_pad, "outer": ctx.dims([pad.row_pad["outer"]])[0]}
         if pad.col_pad is not None:
             out[-1]["col_pad"] = pad.col_pad
+        if ctx.tensor_names[i] in computed_ints:
+            out[-1]["value_limit"] = INT_AS_FLOAT_LIMIT     # |value| below it, checked at the call
         unpack = records.host_unpack(ctx.func, buf.name)
         if unpack is not None:   # packed weights: the host unpacks them
             out[-1]["host_unpack"] = unpack.as_dict()

@@ -104,7 +104,7 @@ CB_INT_FORMATS: tuple[str, ...] = ("UInt8", "Int32")
 # argmax / top-k positions) is held as Float32, exact for integers of magnitude below 2^24, which the lowering proves
 # for every value stored into it (constants, loop indices, selects and extrema of such values); only the store to an
 # int32 tensor converts (typecast_tile<Float32, Int32>, truncation toward zero) into an Int32 CB the writer drains.
-TILE_INT_AS_FLOAT: dict[str, str] = {"int32": "Float32"}
+TILE_INT_AS_FLOAT: dict[str, str] = {"int32": "Float32", "bool": "Float32"}
 INT_AS_FLOAT_LIMIT = 2 ** 24
 # TileLang dtype -> the format of an integer tensor the kernel writes (argmax / top-k indices)
 INT_OUTPUT_FORMATS: dict[str, str] = {"int32": "Int32"}
@@ -175,8 +175,9 @@ BLOCK_FLOAT_STORAGE: dict[str, tuple[str, ...]] = {
 # instead of Int8, so the raw 2's complement byte is zero-extended"); TT's own Int8 format is sign-magnitude.
 STORAGE_TILE_FORMAT: dict[str, str] = {"Int8": "UInt8"}
 # The typecast_tile format of an integer tile in a CB_INT_FORMATS CB, by the tile buffer's dtype: typecast_tile<Int8,
-# Float32> reads the zero-extended byte as a signed value (calculate_typecast_int8_to_fp32: exact for -128..127).
-TYPECAST_INT_FORMATS: dict[str, str] = {"uint8": "UInt8", "int8": "Int8", "int32": "Int32"}
+# Float32> reads the zero-extended byte as a signed value (calculate_typecast_int8_to_fp32: exact for -128..127); a
+# bool tensor's tile holds the 0 / 1 words the host widened it to (INDEX_FORMATS).
+TYPECAST_INT_FORMATS: dict[str, str] = {"uint8": "UInt8", "int8": "Int8", "int32": "Int32", "bool": "Int32"}
 
 # Every tt::DataFormat enumerator (tensix_types.h), for the real-header check's descriptors.
 DATA_FORMAT_ENUM: dict[str, int] = {

@@ -424,6 +424,20 @@ class RunResult:
     padded_outputs: dict | None = None   # buffer name -> the whole padded tile grid, row-major (for inspection)
 
 
+def _check_value_limit(buf: dict, array: np.ndarray) -> None:
+    """An integer tensor whose tiles compute reads holds values of magnitude below the plan's ``value_limit``
+    (2^24: compute makes them float32, exact only there)."""
+    limit = buf.get("value_limit")
+    if limit is None or not array.size:
+        return
+    worst = int(np.abs(array.astype(np.int64)).max())
+    if worst >= limit:
+        raise TTCallError(f"parameter {buf['name']} holds {worst}: the kernel computes with its values as float32, "
+                          f"exact only below {limit} (2^24) in magnitude", construct="kernel call",
+                          fix=f"pass values of magnitude below {limit}, or use them only as indices (T.copy offsets, "
+                              "gathers), which the data-movement cores read as 32-bit integers")
+
+
 def _write_inputs(data_dir: Path, plan: dict, tensors: dict[int, object], shapes: dict[str, int]) -> dict:
     """Write every input as the tiles of its format into ``data_dir``; return each buffer's (view, padded) dims."""
     dims = {}
@@ -436,8 +450,9 @@ def _write_inputs(data_dir: Path, plan: dict, tensors: dict[int, object], shapes
         if buf["io"] in ("input", "inout") and buf["format"] in BLOCK_FLOAT:
             to_block_float(value, buf, view, dims[buf["name"]][1]).tofile(data_dir / f"{buf['name']}.bin")
         elif buf["io"] in ("input", "inout"):
-            raw = pad_to(_pad_cols(_pad_rows(_to_numpy(value, buf["format"], buf["dtype"]), buf), buf).reshape(view),
-                         dims[buf["name"]][1], buf["format"])
+            array = _to_numpy(value, buf["format"], buf["dtype"])
+            _check_value_limit(buf, array)
+            raw = pad_to(_pad_cols(_pad_rows(array, buf), buf).reshape(view), dims[buf["name"]][1], buf["format"])
             blockfloat.tilize(raw).tofile(data_dir / f"{buf['name']}.bin")
     return dims
 

@@ -83,11 +83,12 @@ class TTOps:
     # half_value(cb, word, shift, is_float16): a bfloat16 / float16 element as fp32 bits: bits [shift, shift + 16) of
     # the 32-bit word ``word`` of the waited page of ``cb`` (read_tile_value), widened (bfloat16_bits / float16_bits)
     half_value = _register("half_value", 4)
-    # gather_rows(cb, tensor_index, index_tensor_index, pos_row, pos_col, step_row, step_col, rows, col_tile, cols,
-    # count, index_cb, scratch_cb): row i of the block (rows x cols tiles from tile column col_tile) is the tensor row named by
-    # element (pos_row + i * step_row, pos_col + i * step_col) of the int32 index tensor; positions at or past
-    # ``count`` along the gathered axis read no row (zeros)
-    gather_rows = _register("gather_rows", 14)
+    # gather_rows(cb, tensor_index, index_tensor_index, pos_row, pos_col, step_row, step_col, scale, base, rows,
+    # col_tile, cols, count, tensor_rows, index_cb, scratch_cb): row i of the block (rows x cols tiles from tile
+    # column col_tile) is the tensor row v * scale + base, v the element (pos_row + i * step_row, pos_col + i *
+    # step_col) of the int32 index tensor; positions at or past ``count`` along the gathered axis, and rows outside
+    # the tensor's ``tensor_rows``, read no row (zeros)
+    gather_rows = _register("gather_rows", 17)
     # im2col_rows(cb, tensor_index, nhw_step, c_step, N, H, W, C, kernel, stride, dilation, pad, rows, cols, scratch_cb):
     # T.im2col of an NHWC tensor (viewed as [N*H*W, C]): row i of the block is output pixel nhw_step * rows + i, its
     # cols tiles the channels of kernel tap (kh, kw) that column block c_step covers; padding taps read zeros

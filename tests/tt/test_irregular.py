@@ -173,18 +173,6 @@ def test_index_tensor_must_be_int32():
         tilelang.compile(k, target="tt")
 
 
-def test_index_tensor_in_compute_is_refused():
-    @T.prim_func
-    def k(Idx: T.Tensor((32, 32), "int32"), Y: T.Tensor((32, 32), "float32")):
-        with T.Kernel(1, threads=128) as by:
-            for i, j in T.Parallel(32, 32):
-                Y[i, j] = T.Cast("float32", Idx[i, j])
-
-    with pytest.raises(TTUnsupportedError, match=r"(?s)moves a block of int32 tensor Idx into a tile buffer.*int32 tensors are index tensors: use their "
-                                                  r"elements in T.copy offsets"):
-        tilelang.compile(k, target="tt")
-
-
 def embedding(V, D, T_, bm, dtype, ids_dtype="int32"):
     @T.prim_func
     def embed(W: T.Tensor((V, D), dtype), Ids: T.Tensor((T_,), ids_dtype), Out: T.Tensor((T_, D), dtype)):

@@ -53,20 +53,23 @@ def stmt_children(stmt) -> list:
     return [body] if isinstance(body, tirx.Stmt) else []
 
 
-def transform(node, post, only_enable):
-    """``ir_transform`` with the same error handling as :func:`visit`."""
+def transform(node, post, only_enable, pre=None):
+    """``ir_transform`` with the same error handling as :func:`visit` (``pre``: as ir_transform's, a node it
+    returns is not visited further)."""
     errors = []
 
-    def callback(n):
-        if errors:
-            return None
-        try:
-            return post(n)
-        except TTError as err:
-            errors.append(err)
-            return None
+    def guarded(fn):
+        def callback(n):
+            if errors:
+                return None
+            try:
+                return fn(n)
+            except TTError as err:
+                errors.append(err)
+                return None
+        return callback
 
-    out = tirx.stmt_functor.ir_transform(node, None, callback, only_enable)
+    out = tirx.stmt_functor.ir_transform(node, guarded(pre) if pre is not None else None, guarded(post), only_enable)
     if errors:
         raise errors[0]
     return out
@@ -349,7 +352,7 @@ def is_scalar(e) -> bool:
     found = []
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
                                        if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
-    return not found and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
+    return all(_element_load(n) for n in found) and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
 
 
 def _element_load(e) -> bool:
@@ -357,6 +360,13 @@ def _element_load(e) -> bool:
     from ..intrinsics import TTOps
 
     return isinstance(e, tirx.Call) and e.op.same_as(TTOps.index_load)
+
+
+def has_index_load(e) -> bool:
+    """Whether ``e`` reads a tensor element (``index_load``): a value only the kernel that reads it knows."""
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n) if _element_load(n) else None)
+    return bool(found)
 
 
 def float_bits(value: float) -> Lit:

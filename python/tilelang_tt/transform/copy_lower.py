@@ -32,7 +32,7 @@ class CopyLower:
         shard = records.shard(self.func, tensor.name)
         annotated = shard.format if shard is not None else None
         fmt = tensor_format(tensor.dtype, str(annotated) if annotated else None, io, f"tensor {tensor.name}", self.src)
-        if str(tensor.dtype) in INDEX_FORMATS and not (io == "output" and str(tensor.dtype) in INT_OUTPUT_FORMATS):
+        if str(tensor.dtype) in INDEX_FORMATS and io != "input" and str(tensor.dtype) not in INT_OUTPUT_FORMATS:
             raise TTUnsupportedError(
                 f"moves a block of {tensor.dtype} tensor {tensor.name} into a tile buffer", construct=what,
                 source=self.src, fix=f"{tensor.dtype} tensors are index tensors: use their elements in T.copy offsets "
@@ -378,8 +378,8 @@ class CopyLower:
         """A column vector (a 1-D fragment of per-row values: a row reduction's result) stored as one row of a
         tensor (FlashAttention's ``T.copy(logsum, LSE[b, h, s0:s0 + bm])``)."""
         shape = static_shape(source, self.src)
-        return (shape[1] == 1 and shape[0] % TILE == 0 and [int(e) for e in dst.extents] == [1, shape[0]]
-                and str(source.scope()) == SCOPE_FRAGMENT)
+        return (shape[1] == 1 and (shape[0] % TILE == 0 or TILE % shape[0] == 0)
+                and [int(e) for e in dst.extents] == [1, shape[0]] and str(source.scope()) == SCOPE_FRAGMENT)
 
     def lower_column_write(self, source, dst, what: str, note: str):
         """``column_to_row``: compute transposes the vector's tiles (``transpose(source, row)``: the values land
@@ -388,6 +388,14 @@ class CopyLower:
         dtype, and the writer stores that row of each tile."""
         n = static_shape(source, self.src)[0]
         r, c0, rows, cols, window = self.tile_coords(dst, what)
+        if n < TILE:      # a vector shorter than a tile: its rows become the columns of the tensor's row
+            held = self.placements.get(source.name, (None, None))[0]
+            held = held if held is not None else tirx.IntImm("int32", 0)
+            if not self.analyzer.can_prove(window[2] == held):
+                raise TTUnsupportedError(
+                    f"{what}: {source.name} holds its {n} values at rows {held} of its tile, but this store needs "
+                    f"them at columns {window[2]}", construct=what, source=self.src,
+                    fix="store the vector at a column offset equal, modulo 32, to the rows it was computed at")
         row, transpose = self.transposed_copy(source, note)
         out = self.staging_buffer(source, 1, n, "out", dtype=dst.buffer.dtype)
         self.cbs[out.name].producer.add("compute")

@@ -6,8 +6,9 @@ tensor converts (``typecast_tile<Float32, Int32>``). Float32 holds every integer
 so ``check_int_ranges`` bounds what the kernel stores: each int32 tile buffer's bound is the largest magnitude any
 store into it can produce (constants, loop indices and block indices by their ranges, selects and extrema, sums and
 products of bounded values), iterated to a fixed point over the kernel (a loop that grows a value without bound
-never reaches one); stores into int32 tensors are bounded the same way. A value from an int32 tensor (unknown
-range) or a float converted to int32 has no bound and is refused, as is a bound of 2^24 or more.
+never reaches one); stores into int32 tensors are bounded the same way. A value read from an int32 (or bool)
+tensor is bounded by 2^24 - 1, which the call checks (the plan's ``value_limit``); a float converted to int32 has
+no bound and is refused, as is a bound of 2^24 or more.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import tvm
 from tvm import arith, tirx
 
-from ..device import INT_AS_FLOAT_LIMIT, TILE_INT_AS_FLOAT
+from ..device import INDEX_FORMATS, INT_AS_FLOAT_LIMIT, TILE_INT_AS_FLOAT
 from ..errors import TTUnsupportedError
 from .common import TileOps, decode_region, describe, is_global, stmt_children, tile_op_call
 
@@ -116,6 +117,8 @@ def _magnitude(e, analyzer, lets, bound) -> int:
     if isinstance(e, tirx.FloatImm) and float(e.value).is_integer():
         return abs(int(e.value))
     if isinstance(e, tirx.BufferLoad):
+        if is_global(e.buffer) and str(e.buffer.dtype) in INDEX_FORMATS:
+            return INT_AS_FLOAT_LIMIT - 1     # an integer tensor compute reads: the call checks its values
         if is_global(e.buffer) or e.buffer.data not in bound and str(e.buffer.dtype) not in TILE_INT_AS_FLOAT:
             raise _Unbounded(str(e))
         return bound.get(e.buffer.data, 0)
@@ -123,6 +126,8 @@ def _magnitude(e, analyzer, lets, bound) -> int:
         if not str(e.value.dtype).startswith(("int", "uint")):
             raise _Unbounded(str(e))
         return _magnitude(e.value, analyzer, lets, bound)
+    if str(e.dtype) == "bool":
+        return 1      # a truth value (a comparison, and / or / not, & | ^ of truth values): 1.0 or 0.0
     if isinstance(e, tirx.Select):
         return max(_magnitude(e.true_value, analyzer, lets, bound), _magnitude(e.false_value, analyzer, lets, bound))
     if isinstance(e, tirx.Call) and str(getattr(e.op, "name", "")) == "tirx.if_then_else":

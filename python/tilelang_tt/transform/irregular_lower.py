@@ -23,7 +23,7 @@ from .. import attrs, records
 from ..device import INDEX_FORMATS, index_format
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
-from .common import (SCOPE_FRAGMENT, TILE, affine_offset, free_vars, Region, TileOps, decode_region, describe, is_global, static_shape, tile_op_call,
+from .common import (SCOPE_FRAGMENT, TILE, affine_offset, free_vars, has_index_load, Region, TileOps, decode_region, describe, is_global, static_shape, tile_op_call,
                      tilelang_text, transform)
 
 
@@ -32,6 +32,14 @@ class IrregularLower:
         """``region`` with every element of a tensor in its offsets (``X[Table[b, j] * 32, 0]``) replaced by
         ``index_load(tensor, row, col, cb)``: the ``role`` kernel reads it from L1 through an index CB of its own
         (``<tensor>_idx``, Int32, one page), which is registered here."""
+        mins = tuple(self.index_expr(m, role, what) for m in region.mins)
+        return Region(region.buffer, mins, region.extents, region.access)
+
+    def index_expr(self, expr, role: str, what: str):
+        """``expr`` (or each of a list of them) with every tensor element in it as ``index_load`` (``index_loads``)."""
+        if isinstance(expr, (list, tuple)):
+            return [self.index_expr(e, role, what) for e in expr]
+
         def post(node):
             if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer)):
                 return None
@@ -48,8 +56,9 @@ class IrregularLower:
             return tirx.Call("int32", TTOps.index_load, [tirx.IntImm("int32", self.tensor_index(tensor)),
                                                          *node.indices, tirx.StringImm(name)])
 
-        mins = tuple(transform(tirx.Evaluate(m), post, ["tirx.BufferLoad"]).value for m in region.mins)
-        return Region(region.buffer, mins, region.extents, region.access)
+        if not isinstance(expr, tirx.PrimExpr):
+            return expr
+        return transform(tirx.Evaluate(expr), post, ["tirx.BufferLoad"]).value
 
     def index_cb(self, tensor: tirx.Buffer, role: str) -> str:
         """The ``role`` kernel's index CB for int32 tensor ``tensor`` (Int32, one page; registered once)."""
@@ -188,6 +197,17 @@ class IrregularLower:
         return (step is not None and not self.analyzer.can_prove(tirx.floormod(row, TILE) == 0)
                 and self.analyzer.can_prove(tirx.floormod(col, step) == 0))
 
+    def rows_at_data_offset(self, region) -> bool:
+        """Whether a 2-D tensor window of fewer rows than a tile sits at a row offset read from a tensor (a token's
+        row ``Offsets[b] + s``): its place in the tile would be known only to the reader, so the reader moves its
+        rows to the top of the block (``offset_rows``), where compute finds them."""
+        if len(region.mins) != 2 or int(region.extents[0]) >= TILE:
+            return False
+        cols = int(region.extents[1])
+        step = TILE if cols % TILE == 0 else cols if TILE % cols == 0 else None
+        return step is not None and has_index_load(region.mins[0]) and \
+            self.analyzer.can_prove(tirx.floormod(region.mins[1], step) == 0)
+
     def _refuse_block_float_rows(self, cb_name: str, region, what: str):
         """Rows at a row offset move face-row segments: a block-float tensor's rows share exponents per face row."""
         if self.cb_formats.get(cb_name) in ("Bfp8_b", "Bfp4_b"):
@@ -302,8 +322,9 @@ class IrregularLower:
         info = self.cbs[tile.name]
         info.producer.add("reader")
         info.consumer.add("compute")
-        if cols % TILE:
-            self.placement(tile.name, (0, TILE, self.plain.simplify(tirx.floormod(region.mins[1], TILE)), cols), what)
+        if cols % TILE or rows < TILE:
+            col = self.plain.simplify(tirx.floormod(region.mins[1], TILE)) if cols % TILE else 0
+            self.placement(tile.name, (0, min(rows, TILE), col, min(cols, TILE)), what)
         before.append(self.offset_rows_read(region, tile, what, note))
         return tile
 

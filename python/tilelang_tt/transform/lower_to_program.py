@@ -70,6 +70,10 @@ def _index_loads(exprs) -> list:
     return loads
 
 
+def _is_zero(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr.value) == 0
+
+
 def _substitute(expr, vmap):
     """``expr`` with each ``index_load`` of ``vmap`` replaced by the variable its element was read into."""
     def subst(node):
@@ -319,14 +323,19 @@ class LowerToProgram:
         ``read_index`` (the element's face row), read barrier, ``Let`` of the element, push, wait, pop -- and the
         offsets with the element's variable in its place. An element whose place is itself read from a tensor
         (``BlockTable[b, ceildiv(SeqLens[b], 64) - 1]``) is read after it, at the place its variable gives."""
-        loads = _index_loads(args[2:10])
+        calls, subs = self.index_reads_of(args[2:10], note)
+        return calls, [*args[:2], *subs, *args[10:]]
+
+    def index_reads_of(self, exprs, note) -> tuple[list, list]:
+        """(calls, exprs): ``index_reads`` of the expressions ``exprs``."""
+        loads = _index_loads(exprs)
         calls, vmap = [], []
         for load in loads:      # inner elements first (post-order)
             load = _substitute(load, vmap)
             var = tirx.Var(self.names.fresh(f"{self.tensor_names[int(load.args[0])]}_value"), "int32")
             calls += self._read_index(load, CB(str(load.args[3].value)), var, note)
             vmap.append((load, var))
-        return calls, [_substitute(a, vmap) if isinstance(a, tirx.PrimExpr) else a for a in args]
+        return calls, [_substitute(a, vmap) if isinstance(a, tirx.PrimExpr) else a for a in exprs]
 
     def _take_element(self, load, cb, var, note) -> list:
         """Compute's end of a tensor element the reader pushed into index CB ``cb``: wait for the page, ``Let`` of
@@ -397,24 +406,28 @@ class LowerToProgram:
         gather's scratch CB (the tensor's format), which the reader pushes and pops itself once the block is read."""
         name = self.cb_name(args[0])
         n = self.cbs[name].block_tiles
-        cb, idx_cb, scratch = CB(name), CB(str(args[11].value)), CB(str(args[12].value))
+        cb, idx_cb, scratch = CB(name), CB(str(args[14].value)), CB(str(args[15].value))
         tensor, index = Tensor(self.tensor_names[int(args[1])]), Tensor(self.tensor_names[int(args[2])])
-        pos = [self.expr(a) for a in args[3:5]]
-        step = [int(a) for a in args[5:7]]
-        rows, col, cols, count = int(args[7]), self.expr(args[8]), int(args[9]), int(args[10])
+        index_calls, (pos_r, pos_c, base) = self.index_reads_of([args[3], args[4], args[8]], note)
+        pos = [self.expr(a) for a in (pos_r, pos_c)]
+        step, scale, base = [int(a) for a in args[5:7]], int(args[7]), self.expr(base)
+        rows, col, cols, count = int(args[9]), self.expr(args[10]), int(args[11]), self.expr(args[12])
+        tensor_rows = self.expr(args[13])
 
         def row(i):
             r, c = pos[0] + i * step[0], pos[1] + i * step[1]
             var = tirx.Var(self.names.fresh(f"{index.name}_value"), "int32")
-            valid = (r if step[0] else c) < count
+            src = tirx.Var(self.names.fresh(f"{tensor.name}_row"), "int32")
+            valid = tirx.Cast("int32", tirx.all((r if step[0] else c) < count, src >= 0, src < tensor_rows))
             return [Call("cb_reserve_back", (idx_cb, 1), note), Call("read_index", (idx_cb, index, r, c), note),
                     Call("noc_async_read_barrier", (), note),
                     Let(var, tirx.Call("int32", TTOps.index_value, [tirx.StringImm(idx_cb.name), c])),
-                    Call("gather_row", (cb, i, tensor, var, col, cols, scratch, valid), note),
+                    Let(src, var * scale + base if scale != 1 or not _is_zero(base) else var),
+                    Call("gather_row", (cb, i, tensor, src, col, cols, scratch, valid), note),
                     Call("cb_push_back", (idx_cb, 1), note), Call("cb_wait_front", (idx_cb, 1), note),
                     Call("cb_pop_front", (idx_cb, 1), note)]
 
-        out = {"reader": [Call("cb_reserve_back", (cb, n), note), Call("cb_reserve_back", (scratch, 1), note),
+        out = {"reader": [*index_calls, Call("cb_reserve_back", (cb, n), note), Call("cb_reserve_back", (scratch, 1), note),
                           *loop("row", rows, row), Call("noc_async_read_barrier", (), note),
                           Call("cb_push_back", (scratch, 1), note), Call("cb_wait_front", (scratch, 1), note),
                           Call("cb_pop_front", (scratch, 1), note), Call("cb_push_back", (cb, n), note)]}

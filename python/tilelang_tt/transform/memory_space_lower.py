@@ -516,7 +516,7 @@ class _Lowerer(CopyLower, ParallelLower, IrregularLower):
         (selects on the constant index tile of that axis). float16 blocks are masked in float32, as transposes
         are."""
         rows, cols = static_shape(source, self.src)
-        dtype = "float32" if str(source.dtype) == "float16" else str(source.dtype)
+        dtype = str(source.dtype) if str(source.dtype) in ("float32", "bfloat16") else "float32"
         masked = self.staging_buffer(source, rows, cols, suffix, dtype=dtype, scope=SCOPE_FRAGMENT)
         self.cbs[masked.name].producer.add("compute")
         self.cbs[masked.name].consumer.add("compute")

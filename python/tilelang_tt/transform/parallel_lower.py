@@ -21,7 +21,7 @@ from ..device import INT_OUTPUT_FORMATS, SCALAR_ELEMENT_FORMATS, TILE_FORMATS
 from ..errors import TTLoweringError, TTUnsupportedError
 from ..intrinsics import TTOps, call
 from .common import (SCOPE_FRAGMENT, affine_offset, free_vars, TILE, Region, UnsupportedOps, const_value, describe, has_load, is_global, static_shape,
-                     tilelang_text, transform)
+                     tilelang_text, transform, uses_var)
 
 INDEX_TILES = ("tt_row_index", "tt_col_index")     # constant float32 tiles: element (r, c) holds r / c
 
@@ -34,10 +34,17 @@ def _loads_in(expr) -> list:
 
 def logical_as_selects(expr):
     """``a and b``, ``a or b``, ``not a`` (a sliding window's mask: ``i >= j and j > i - W``) as selects of their
-    0 / 1 tiles (``where_tile``): ``a ? b : false``, ``a ? true : b``, ``a ? false : true``."""
+    0 / 1 tiles (``where_tile``): ``a ? b : false``, ``a ? true : b``, ``a ? false : true``; ``&``, ``|`` and ``^``
+    of truth values (``(Idx[i] <= q) & (Idx[i] != -1)``) alike."""
     false, true = tirx.IntImm("bool", 0), tirx.IntImm("bool", 1)
 
     def post(node):
+        if isinstance(node, tirx.Call) and str(node.dtype) == "bool" and node.op.same_as(_BITWISE["and"]):
+            return tirx.Select(node.args[0], node.args[1], false)
+        if isinstance(node, tirx.Call) and str(node.dtype) == "bool" and node.op.same_as(_BITWISE["or"]):
+            return tirx.Select(node.args[0], true, node.args[1])
+        if isinstance(node, tirx.Call) and str(node.dtype) == "bool" and node.op.same_as(_BITWISE["xor"]):
+            return tirx.Select(node.args[0], tirx.Select(node.args[1], false, true), node.args[1])
         if isinstance(node, tirx.And):
             return tirx.Select(node.a, node.b, false)
         if isinstance(node, tirx.Or):
@@ -46,7 +53,11 @@ def logical_as_selects(expr):
             return tirx.Select(node.a, false, true)
         return None
 
-    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post, ["tirx.And", "tirx.Or", "tirx.Not"]).value
+    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post,
+                                          ["tirx.And", "tirx.Or", "tirx.Not", "tirx.Call"]).value
+
+
+_BITWISE = {k: tvm.ir.Op.get(f"tirx.bitwise_{k}") for k in ("and", "or", "xor")}
 
 
 def fold_constants(expr):
@@ -77,14 +88,16 @@ def _without_single_trip(loops: list, stores: list) -> tuple[list, list]:
             [tirx.stmt_functor.substitute(st, {one.loop_var: one.min}) for st in stores])
 
 class GatherRows:
-    """The row offset of a gathered operand ``X[Idx[pos0 + i * step], j]``: row ``i`` of the block is the tensor row
-    element ``pos0 + i * step`` of the int32 index tensor ``index`` (its 2-D view) names."""
+    """The row offset of a gathered operand ``X[Idx[pos0 + i * step] * scale + base, j]``: row ``i`` of the block is
+    the tensor row ``v * scale + base``, ``v`` the element ``pos0 + i * step`` of the int32 index tensor ``index``
+    (its 2-D view); ``scale`` and ``base`` come from the tensor's own dimensions (``KV[b, Idx[b, s, k], g, d]`` of a
+    ``[B, S, G, D]`` tensor is row ``(b * S + Idx) * G + g`` of its 2-D view)."""
 
-    def __init__(self, index: tirx.Buffer, pos0: tuple, step: tuple):
-        self.index, self.pos0, self.step = index, pos0, step
+    def __init__(self, index: tirx.Buffer, pos0: tuple, step: tuple, scale=1, base=0):
+        self.index, self.pos0, self.step, self.scale, self.base = index, pos0, step, scale, base
 
     def __str__(self):
-        return f"gather({self.index.name}, {self.pos0}, {self.step})"
+        return f"gather({self.index.name}, {self.pos0}, {self.step}, {self.scale}, {self.base})"
 
 
 @dataclass
@@ -109,9 +122,15 @@ class ParallelLower:
         a position ``offset + i`` along one axis (``Idx[base + i]``), and its column index is plain; else None."""
         from ..device import INDEX_FORMATS
 
-        load = ix.value if isinstance(ix, tirx.Cast) else ix
-        if not (isinstance(load, tirx.BufferLoad) and is_global(load.buffer) and is_global(buf)
-                and str(load.buffer.dtype) in INDEX_FORMATS and len(load.indices) == 2):
+        varying = [ld for ld in _loads_in(tirx.Evaluate(ix)) if any(
+            n.same_as(v) for x in ld.indices for n in free_vars(x) for v in vars_)]
+        if len(varying) != 1 or not is_global(buf):
+            return None
+        load = varying[0]
+        if not (is_global(load.buffer) and str(load.buffer.dtype) in INDEX_FORMATS and len(load.indices) == 2):
+            return None
+        affine = self.affine_in_load(ix, load, vars_)
+        if affine is None:
             return None
         col_vars = [v for v in vars_ if any(n.same_as(v) for n in free_vars(indices[1]))]
         pos0, step, row_var = [], [], None
@@ -129,7 +148,22 @@ class ParallelLower:
             step.append(1)
         if row_var is None:
             return None
-        return row_var, GatherRows(load.buffer, tuple(pos0), tuple(step))
+        return row_var, GatherRows(load.buffer, tuple(pos0), tuple(step), *affine)
+
+    def affine_in_load(self, ix, load, vars_):
+        """``(scale, base)`` with ``ix == load * scale + base``, ``scale`` a positive constant and ``base`` free of
+        the nest's loop variables and of ``load``; else None."""
+        v = tirx.Var("tt_gathered", "int32")
+        body = tirx.stmt_functor.ir_transform(
+            tirx.Evaluate(ix), None, lambda n: tirx.Cast(str(n.dtype), v) if n.same_as(load) else None,
+            ["tirx.BufferLoad"]).value
+        body = tirx.Cast("int32", body) if str(body.dtype) != "int32" else body
+        base = self.analyzer.simplify(tirx.stmt_functor.substitute(body, {v: tirx.IntImm("int32", 0)}))
+        scale = self.analyzer.simplify(tirx.stmt_functor.substitute(body, {v: tirx.IntImm("int32", 1)}) - base)
+        if not isinstance(scale, tirx.IntImm) or int(scale) <= 0 or any(uses_var(base, x) for x in vars_) or \
+                not self.analyzer.can_prove(body - (v * scale + base) == 0):
+            return None
+        return int(scale), base
 
     def stage_gather(self, buf, dims, window, is_store, note, before, what):
         """A gathered block: the reader copies each row its index tensor names (``gather_rows``) into a CB."""
@@ -155,19 +189,21 @@ class ParallelLower:
                                      source=self.src, fix="gather rows of bfloat16 / float16 / float32 tensors")
         idx_cb = self.index_cb(gather.index, "reader")
         count = self.logical_count(gather)
+        pos0, base = (self.index_expr(e, "reader", what) for e in (list(gather.pos0), gather.base))
         before.append(call(TTOps.gather_rows, self.cb_index_placeholder(tile), self.tensor_index(buf),
-                           self.tensor_index(gather.index), *gather.pos0, *gather.step, window[0],
-                           self.plain.simplify(tirx.floordiv(col, TILE)), cols // TILE, count,
+                           self.tensor_index(gather.index), *pos0, *gather.step, gather.scale, base, window[0],
+                           self.plain.simplify(tirx.floordiv(col, TILE)), cols // TILE, count, buf.shape[0],
                            tirx.StringImm(idx_cb), tirx.StringImm(self.gather_scratch_cb(buf)), note=note))
         return tile
 
-    def logical_count(self, gather) -> int:
+    def logical_count(self, gather):
         """How many elements the index tensor holds along the gathered axis (positions past it read no row)."""
         from .. import records
 
         pad = records.padding(self.func, gather.index.name)
-        view = [int(d) for d in (pad.view if pad is not None else gather.index.shape)]
-        return view[0] if gather.step[0] else view[1]
+        view = list(pad.view if pad is not None else gather.index.shape)
+        count = view[0] if gather.step[0] else view[1]
+        return int(count) if isinstance(count, (int, tirx.IntImm)) else count
 
     def lower_parallel(self, loop: tirx.For):
         """A T.Parallel nest of 1 or 2 loops around element-wise stores (and ``Bind``s, inlined): each store
@@ -233,17 +269,16 @@ class ParallelLower:
         ``index_load(tensor, row, col, cb)``: the reader reads the element into ``<tensor>_scalar`` (one page) and compute reads it from
         L1 as a scalar operand (LowerToTTProgram). An element at a tile's origin stays a broadcast tile; an element
         in the indices of another tensor access (``W[Start[bx] + i]``) is read by the kernel that moves the block."""
-        in_index = []
-        tirx.stmt_functor.post_order_visit(tirx.Evaluate(store.value), lambda n: in_index.extend(
-            x for ix in n.indices for x in _loads_in(ix)) if isinstance(n, tirx.BufferLoad) else None)
+        def candidate(node) -> bool:
+            ids = [v for ix in node.indices for v in free_vars(ix)]
+            return is_global(node.buffer) and len(node.indices) == 2 and not any(
+                v.same_as(lv) for v in ids for lv in vars_) and not any(has_load(ix) for ix in node.indices)
+
+        def pre(node):      # the elements in another access's indices are read by the kernel that moves it
+            return node if isinstance(node, tirx.BufferLoad) and not candidate(node) else None
 
         def post(node):
-            if not (isinstance(node, tirx.BufferLoad) and is_global(node.buffer) and len(node.indices) == 2):
-                return None
-            if any(tvm.ir.structural_equal(node, x) for x in in_index):
-                return None
-            ids = [v for ix in node.indices for v in free_vars(ix)]
-            if any(v.same_as(lv) for v in ids for lv in vars_) or any(has_load(ix) for ix in node.indices):
+            if not (isinstance(node, tirx.BufferLoad) and candidate(node)):
                 return None
             integer = TILE_FORMATS[SCALAR_ELEMENT_FORMATS.get(str(node.buffer.dtype), "Float32")].kind == "int"
             if not integer and all(
@@ -264,7 +299,7 @@ class ParallelLower:
                              [tirx.IntImm("int32", self.tensor_index(node.buffer)), *node.indices,
                               tirx.StringImm(name)])
 
-        value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"]).value
+        value = transform(tirx.Evaluate(store.value), post, ["tirx.BufferLoad"], pre).value
         return store if value.same_as(store.value) else tirx.BufferStore(store.buffer, value, store.indices)
 
     def lower_store(self, loops, store: tirx.BufferStore, what: str) -> list:
@@ -379,8 +414,7 @@ class ParallelLower:
         gather_indices = []      # the index-tensor loads inside gathered row indices: read by the reader, not staged
         for acc in loads:
             if isinstance(self.split_indices(nest, acc.buffer, acc.indices)[0][1], GatherRows):
-                row = acc.indices[0]
-                gather_indices.append(row.value if isinstance(row, tirx.Cast) else row)
+                gather_indices += _loads_in(acc.indices[0])     # the index element and those in its base
             elif is_global(acc.buffer):      # elements in a block's offset (W[Start[bx] + i]): the reader's
                 gather_indices += [x for ix in acc.indices for x in _loads_in(ix)]
 
@@ -574,7 +608,7 @@ class ParallelLower:
         region = Region(buf, (dims[0][1], dims[1][1]), window, 2 if is_store else 1)
         if not is_store:
             region = self.index_loads(region, "reader", what)
-            if self.offset_rows(region, column_window=True):
+            if self.offset_rows(region, column_window=True) or self.rows_at_data_offset(region):
                 nest.staged[key] = self.stage_offset_rows(region, note, nest.before, what)
                 return nest.staged[key]
         r, c0, rows, cols, win = self.tile_coords(region, what)
@@ -667,7 +701,10 @@ class ParallelLower:
 
         def post(node):
             if isinstance(node, tirx.BufferLoad) and node.buffer.name in moved:
-                return tirx.BufferLoad(moved[node.buffer.name], node.indices)
+                load = tirx.BufferLoad(moved[node.buffer.name], node.indices)
+                if str(node.dtype) == "bool":       # a mask moved as the float32 0.0 / 1.0 it computes in
+                    return tirx.NE(load, tirx.FloatImm(str(load.dtype), 0.0))
+                return load if str(load.dtype) == str(node.dtype) else tirx.Cast(str(node.dtype), load)
             return None
 
         value = transform(tirx.Evaluate(value), post, ["tirx.BufferLoad"]).value

@@ -39,6 +39,14 @@ from ..formats import data_format
 from ..intrinsics import UNARY_TIR_OPS, TTOps, call, tt_op_of
 from .common import SCALER, is_scalar, strip_cast, visit as walk, TileOps, const_value, decode_region, describe, tilelang_text, prim_func_pass, source_of, tile_op_call, tile_shape_2d, static_shape
 
+_COMPARISONS = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+
+
+def _int_loads(expr, is_int) -> list:
+    found = []
+    walk(tirx.Evaluate(expr), lambda n: found.append(n) if is_int(n) else None)
+    return found
+
 
 def index_division(e) -> bool:
     """``a // c`` of integers by a positive integer constant (``i // 8``: the block of a row in a mask)."""
@@ -131,12 +139,20 @@ class _Tensorizer:
         if int_load(expr) and self.is_int(dst) and self.cb[expr.buffer.name].format == self.cb[dst].format:
             return      # a copy (T.copy out of a fragment): the integers go through DST unchanged
 
-        fix_read = ("cast the uint8 value to a float dtype where it is read (T.Cast(\"float32\", A_s[i, j]) or "
-                    "A_s[i, j].astype(\"bfloat16\")) and do the arithmetic in that dtype")
+        dtypes = sorted({self.cb[n.buffer.name].dtype for n in _int_loads(expr, int_load)})
+        fix_read = (f"cast the {'/'.join(dtypes) or 'integer'} value to a float dtype where it is read "
+                    "(T.Cast(\"float32\", A_s[i, j]) or A_s[i, j].astype(\"bfloat16\")) and do the arithmetic in "
+                    "that dtype" + ("; compare an int32 tensor's value directly (Idx[i] <= q)" if "int32" in dtypes
+                                    else ""))
 
-        casts, loads = [], []     # uint8 loads under a cast, every uint8 load
+        casts, loads = [], []     # uint8 loads under a cast (or compared: int32 tensor values), every uint8 load
         walk(tirx.Evaluate(expr), lambda n: casts.append(n) if isinstance(n, tirx.Cast) and int_load(n.value)
+             else casts.extend(self.compared_indices(n)) if isinstance(n, _COMPARISONS)
+             else casts.append(tirx.Cast("float32", n)) if self.tensor_int(n) and str(n.dtype) == "bool"
              else loads.append(n) if int_load(n) else None)
+        if int_load(expr) and self.cb[expr.buffer.name].dtype in TILE_INT_AS_FLOAT and \
+                self.cb[dst].dtype in TILE_INT_AS_FLOAT:
+            return      # an int32 tensor's values (below 2^24, checked at the call) into an int32 / bool fragment
         for c in casts:
             if not str(c.dtype).startswith(("float", "bfloat")):
                 raise TTUnsupportedError(
@@ -145,8 +161,9 @@ class _Tensorizer:
         for n in loads:
             if not any(c.value.same_as(n) for c in casts):
                 raise TTUnsupportedError(
-                    f"{n.buffer.name} ({n.buffer.dtype}) is read in integer arithmetic: TT's tile math is float; a "
-                    f"uint8 tile is read only as a cast to a float dtype", construct=what, source=self.src,
+                    f"{n.buffer.name} ({n.buffer.dtype}) is read in integer arithmetic: TT's tile math is float; an "
+                    f"integer tile is read only as a cast to a float dtype (or, an int32 tensor's, compared)",
+                    construct=what, source=self.src,
                     fix=fix_read + "; packed sub-byte weights are unpacked on the host when written in TileLang's "
                     "(B_shared[i, j // 2] >> (4 * (j % 2))) & 15 form")
 
@@ -161,6 +178,17 @@ class _Tensorizer:
                     construct=what, source=self.src,
                     fix=f"write {dst}[i, j] = T.Cast(\"{self.cb[dst].dtype}\", <float expression>); copy uint8 "
                         f"data unchanged with T.copy")
+
+    def compared_indices(self, cmp) -> list:
+        """The operands of comparison ``cmp`` that are int32 tensor values (an Int32 CB: TT reads them into DST and
+        makes them floats, exact because the call checks they are below 2^24), as the casts that stand for them;
+        a comparison of exact integers in float32 is exact."""
+        return [tirx.Cast("float32", x) for x in (cmp.a, cmp.b) if self.tensor_int(x)]
+
+    def tensor_int(self, e) -> bool:
+        """A load of an int32 / bool tensor's tile (an Int32 CB compute reads as floats)."""
+        return isinstance(e, tirx.BufferLoad) and self.is_int(e.buffer.name) and \
+            self.cb[e.buffer.name].dtype in TILE_INT_AS_FLOAT
 
     def check_expr(self, expr, what, dst: str | None = None):
         if dst is not None:
