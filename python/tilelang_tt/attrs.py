@@ -14,6 +14,7 @@ MESH_ANNOTATION = "tt.mesh_annotation"            # T.annotate_tt_mesh: the grid
 SEQUENCE = "tt.sequence"              # SplitKernelsTT: one stage of a function of several T.Kernel launches
 MESH = "tt.mesh"                      # MeshSplitTT: mesh shape, split axis, each tensor's distribution
 HOST_UNPACK = "tt.host_unpack"        # UnpackWeightsTT: packed weight tensors the host unpacks (table per position)
+TILE_INT_LIMITS = "tt.tile_int_limits"  # TileIntRangeTT: {scalar / dimension name: limit} the call checks
 SDPA = "tt.sdpa"                      # SDPAFusionTT: the attention structure and its work split
 SUPER_BLOCK = "tt.super_block"        # SuperBlockTT: user blocks fused per core, how multicast was chosen
 ROW_STREAM = "tt.row_stream"          # RowStreamTT: a row block wider than L1 swept in column chunks
@@ -48,4 +49,5 @@ def put(func, values: dict):
 ALL_KEYS = (
     SCHEDULE_ANNOTATION, SHARDING_ANNOTATION, COMPUTE_ANNOTATION, MESH_ANNOTATION, SEQUENCE, MESH, SDPA, GRID, SCHEDULE, RUNTIME_ARGS, SHAPE_ARGS, CORE_RANGES, SHARDS, PADDING,
     CB, TENSORIZED, SOURCE, DEVICE, COMPUTE, LOWERED, PERSISTENT_LOOP, GUARD, SUPER_BLOCK, HOST_UNPACK,
+    TILE_INT_LIMITS,
 )

@@ -4,9 +4,14 @@ The kernels' variables (block indices, loop counters, runtime arguments, symboli
 negative, and ``+ - *`` in uint32_t give the two's complement bits of the signed result. Where an operation reads
 the sign - floor division and modulo, min / max, comparisons - and an operand may be negative (a subtraction:
 ``(bx * 64 - window) // 64``, the first K block of a sliding window), its operands are printed as int32_t and
-division and modulo round toward negative infinity, as TIR's FloorDiv / FloorMod do."""
+division and modulo round toward negative infinity, as TIR's FloorDiv / FloorMod do. The variables that hold a
+tensor's elements (``const uint32_t S_value = read_tile_value(...)``) may be negative: the printer names them
+(``signed_vars``) while it prints a kernel."""
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 from tvm import tirx
 
@@ -23,6 +28,21 @@ _PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 _CMP = {tirx.EQ: "==", tirx.NE: "!=", tirx.LT: "<", tirx.LE: "<=", tirx.GT: ">", tirx.GE: ">="}
 
 
+# The variables of the kernel being printed that hold possibly negative values (tensor elements, and values
+# computed from them), set by ``signed_vars``.
+_SIGNED: contextvars.ContextVar = contextvars.ContextVar("tt_signed_vars", default=())
+
+
+@contextlib.contextmanager
+def signed_vars(variables):
+    """Print with ``variables`` (tirx.Var) taken as signed: ``nonneg`` does not assume them >= 0."""
+    token = _SIGNED.set(tuple(variables))
+    try:
+        yield
+    finally:
+        _SIGNED.reset(token)
+
+
 def nonneg(e) -> bool:
     """Whether ``e`` is >= 0 for every value of the kernel's (unsigned) variables, by its form."""
     if isinstance(e, int):
@@ -30,7 +50,7 @@ def nonneg(e) -> bool:
     if isinstance(e, tirx.IntImm):
         return int(e.value) >= 0
     if isinstance(e, tirx.Var):
-        return True
+        return not any(e.same_as(v) for v in _SIGNED.get())
     if isinstance(e, tirx.Cast):
         return nonneg(e.value)
     if isinstance(e, (tirx.Add, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min)):
@@ -57,7 +77,8 @@ def _lowest(e) -> int:
     tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: seen.setdefault(n.name, n)
                                        if isinstance(n, tirx.Var) else None)
     for var in seen.values():
-        analyzer.bind(var, tvm.ir.Range.from_min_extent(0, 2 ** 31 - 1))
+        low = 0 if nonneg(var) else -2 ** 31
+        analyzer.bind(var, tvm.ir.Range.from_min_extent(low, 2 ** 31 - 1 - low))
     return analyzer.const_int_bound(e).min_value
 
 
@@ -71,7 +92,8 @@ def _signed(e, names) -> str:
 
 def _signed_op(e, names) -> str | None:
     """A sign-reading operation with an operand that may be negative, in int32_t; None when none may be."""
-    pairs = [*_CMP.items(), (tirx.Min, "min"), (tirx.Max, "max"), (tirx.FloorDiv, "/"), (tirx.FloorMod, "%"),
+    pairs = [*((c, s) for c, s in _CMP.items() if c not in (tirx.EQ, tirx.NE)),     # == and != read bits alike
+             (tirx.Min, "min"), (tirx.Max, "max"), (tirx.FloorDiv, "/"), (tirx.FloorMod, "%"),
              (tirx.Div, "trunc/"), (tirx.Mod, "trunc%")]
     kind = next((sym for cls, sym in pairs if isinstance(e, cls)), None)
     if kind is None or (nonneg(e.a) and nonneg(e.b)):

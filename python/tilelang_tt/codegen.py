@@ -209,6 +209,11 @@ def _plan(ctx: KernelContext, program) -> dict:
         "math_fidelity": ctx.math_fidelity,
         "precision": compute_config.precision(program, ctx.fp32_acc, ctx.compute),
     }
+    if attrs.TILE_INT_LIMITS in ctx.func.attrs:     # scalar parameters by position -> their plan names
+        limits = ctx.func.attrs[attrs.TILE_INT_LIMITS]
+        by_index = {i: v.name for i, v, _ in ctx.scalars}
+        plan["tile_int_limits"] = {**{str(k): int(v) for k, v in limits["dims"].items()},
+                                   **{by_index[int(k)]: int(v) for k, v in limits["params"].items()}}
     # an output the writer does not store whole keeps the caller's elements: the host uploads it first
     partial = coverage.partially_written({role: k.body for role, k in program.kernels.items()}, plan)
     for buf in plan["buffers"]:

@@ -286,6 +286,39 @@ def _matmul_operands(body, program, src: str, fidelity: str) -> dict:
     return out
 
 
+def _float16_held(body: list, program) -> list[str]:
+    """The float16 tile buffers compute writes and reads back other than through a matmul (whose SrcA/SrcB take
+    them as FP16): held as Float32, their values are the unrounded float32 ones (0.81 has no float16 rounding in an
+    fp32 DST)."""
+    from .intrinsics import CALLS
+    from .ttir import CB
+
+    def held(name: str) -> bool:
+        cb = program.cbs.get(name)
+        return cb is not None and cb.dtype == "float16" and cb.fmt == "Float32" and "compute" in cb.producer
+
+    out, copied = set(), {}     # copied: DST slot -> the held CB a copy_tile put there unchanged
+    for c in body:
+        spec = CALLS.get(c.op)
+        if c.op == "copy_tile" and held(c.args[0].name):
+            copied[str(c.args[2])] = c.args[0].name
+            continue
+        if c.op == "pack_tile":      # a held value packed unchanged into a float16 CB (a T.copy) stays float16
+            name = copied.pop(str(c.args[0]), None)
+            dest = next(a for a in c.args if isinstance(a, CB))
+            if name is not None and program.cbs[dest.name].dtype != "float16":
+                out.add(name)
+            continue
+        if spec is None or spec.kind != "op" or c.op in ("matmul_tiles", "matmul_block"):
+            continue
+        for a in c.args:     # an operation on a slot a copy filled: arithmetic on the held value
+            name = copied.pop(str(a), None) if not isinstance(a, CB) else None
+            if name is not None:
+                out.add(name)
+        out |= {a.name for a in c.args if isinstance(a, CB) and held(a.name)}
+    return sorted(out)
+
+
 def _fp16_split_fix(precision: dict, fidelity: str) -> str:
     """How to get every bit of a float16 in1 that Float16OperandsTT did not split."""
     if precision.get("float16_in1") == "unsplit":
@@ -336,6 +369,13 @@ def precision_warnings(precision: dict, fidelity: str) -> list[str]:
                        "float16 values compute wrote and holds as float32, truncated to float16 (SrcA/SrcB hold "
                        "FP16) where a GPU rounds each store to the nearest: one float16 ulp at most (relative 2^-10) "
                        "per element; allow_fp16_reduced=True (T.annotate_tt_compute) accepts this")
+    if precision.get("float16_held") and not precision.get("allow_fp16_reduced"):
+        names = ", ".join(precision["float16_held"])
+        out.append(f"float16 tile buffers {names} hold the float32 values compute wrote, unrounded (0.81 has no "
+                   "float16 rounding in an fp32 DST): where a GPU rounds each store to float16 (relative 2^-11; "
+                   "beyond 65504 to inf, below 2^-24 to zero), these keep float32's precision and range; declare "
+                   "them float32 to say so, or bfloat16 to round; allow_fp16_reduced=True (T.annotate_tt_compute) "
+                   "accepts this")
     if precision.get("float16_pack") == "bf16":
         out.append("float16 results computed in an fp32 DST are packed through bfloat16 (8 of 11 significant bits, "
                    "relative error up to 2^-9; the 0.81 pack configuration): store bfloat16 or float32 results, or "
@@ -384,6 +424,9 @@ def precision(program, fp32_acc: bool, resolved) -> dict:
            "dst": "fp32" if fp32_acc else "16-bit"}
     if fp16_pack:
         out["float16_pack"] = "bf16"
+    held = _float16_held(body, program)
+    if held:
+        out["float16_held"] = held
     if resolved.float16_results:     # MemorySpaceLowerTT: Float32 pages the host rounds to float16
         out["float16_results"] = list(resolved.float16_results)
     if resolved.fp16_in1_split:      # Float16OperandsTT: every bit of a float16 in1 multiplied, in two matmuls

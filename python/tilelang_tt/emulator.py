@@ -417,6 +417,18 @@ def bind_shapes(plan: dict, tensors: dict[int, object]) -> dict[str, int]:
     return shapes
 
 
+def check_tile_int_limits(plan: dict, shapes: dict[str, int]) -> None:
+    """Each symbolic dimension the tiles compute with (the plan's ``tile_int_limits``, TileIntRangeTT) is below
+    its limit (the call checks the scalar parameters there, runtime.ParamSpec.limit)."""
+    for name, limit in plan.get("tile_int_limits", {}).items():
+        value = shapes.get(name)
+        if value is not None and abs(int(value)) >= limit:
+            raise TTCallError(f"{name} = {int(value)}: the kernel computes with it on tiles in float32, exact for "
+                              f"these integers only below {limit} (2^{limit.bit_length() - 1}) in magnitude",
+                              construct="kernel call",
+                              fix=f"pass {name} below {limit}, or compute with it per block (outside T.Parallel)")
+
+
 @dataclass
 class RunResult:
     report: dict
@@ -511,6 +523,7 @@ def _run_host(artifact_dir: Path, plan: dict, tensors: dict[int, object], protoc
     with tempfile.TemporaryDirectory(prefix="tt-sim-") as data:
         data_dir = Path(data)
         shapes = bind_shapes(plan, tensors)
+        check_tile_int_limits(plan, shapes)
         dims = _write_inputs(data_dir, plan, tensors, shapes)
         if shapes:
             (data_dir / "shapes.txt").write_text("".join(f"{k} {v}\n" for k, v in shapes.items()))

@@ -2,7 +2,7 @@
 
 TIR passes (``lower_module``):
 
-    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> CopyWindowsTT -> GlobalOrderTT
+    BindTarget -> AtomicPartialsTT -> SplitKernelsTT -> ForwardScalarsTT -> InlineIndexLetsTT -> CopiedElementsTT -> CopyWindowsTT -> GlobalOrderTT -> TileIntRangeTT
                -> [MeshSplitTT]
                -> MergeBranchesTT
                -> PredicateParallelTT -> ParallelFissionTT -> ColumnReadsTT -> InterleavedColumnsTT -> UnpackWeightsTT -> SDPAFusionTT -> SuperBlockTT -> RowStreamTT
@@ -75,6 +75,7 @@ from .transform.atomic_partials import atomic_partials
 from .transform.column_reads import column_reads
 from .transform.copy_windows import copy_windows
 from .transform.global_order import global_order
+from .transform.tile_int_range import tile_int_range
 from .transform.predicate_parallel import predicate_parallel
 from .transform.parallel_fission import parallel_fission
 from .transform.merge_branches import merge_branches
@@ -107,7 +108,7 @@ def passes(options: TTOptions, candidate: bool = False):
     dev = options.device
     seq = [("ForwardScalarsTT", forward_scalars), ("InlineIndexLetsTT", inline_index_lets),
            ("CopiedElementsTT", copied_elements), ("CopyWindowsTT", copy_windows),
-           ("GlobalOrderTT", global_order)]
+           ("GlobalOrderTT", global_order), ("TileIntRangeTT", tile_int_range)]
     if options.mesh is not None:     # one chip: the pass list (and the IR dump's numbering) as before
         seq.append(("MeshSplitTT", lambda f: mesh_split(f, options)))
     seq += [

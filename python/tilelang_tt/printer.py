@@ -10,10 +10,10 @@ from __future__ import annotations
 from tvm import tirx
 
 from .artifact import comment_text
-from .cexpr import cexpr, nonneg
+from .cexpr import cexpr, nonneg, signed_vars
 from .errors import TTLoweringError
-from .intrinsics import CALLS
-from .ttir import CB, Call, Dst, For, Let, Lit, Scalar, Tensor
+from .intrinsics import CALLS, TTOps
+from .ttir import CB, Call, Dst, For, Let, Lit, Scalar, Tensor, walk
 
 INDENT = "    "
 
@@ -73,8 +73,23 @@ def call_text(c: Call, cb_vars: dict) -> str:
 
 def print_body(body: list, cb_vars: dict, level: int = 1) -> str:
     lines: list[str] = []
-    _print(body, cb_vars, level, lines, [None])
+    with signed_vars(element_vars(body)):
+        _print(body, cb_vars, level, lines, [None])
     return "\n".join(lines)
+
+
+def element_vars(body: list) -> list:
+    """The variables ``Let`` binds to a tensor's elements (read from L1: ``index_value``, ``tile_value``) or to
+    values that may be negative because of them, in program order: signed for the printer (``cexpr``)."""
+    signed: list = []
+    for n, _ in walk(body):
+        if isinstance(n, Let):
+            with signed_vars(signed):
+                read = isinstance(n.value, tirx.Call) and n.value.op.same_as(TTOps.index_value) or \
+                    isinstance(n.value, tirx.Call) and n.value.op.same_as(TTOps.tile_value)
+                if read or isinstance(n.value, tirx.PrimExpr) and not nonneg(n.value):
+                    signed.append(n.var)
+    return signed
 
 
 def _print(body, cb_vars, level, lines, last_note):

@@ -136,9 +136,10 @@ class TTKernelAdapter(BaseKernelAdapter):
                 src = packed or b
                 by_index[b["param_index"]] = ParamSpec(self._source_name(b["param_index"], b["name"]), src["dtype"],
                                                        list(src["shape"]), b["io"], packed is not None)
+            limits = plan.get("tile_int_limits", {})
             for a in plan.get("scalar_args", []):
                 by_index[a["param_index"]] = ParamSpec(self._source_name(a["param_index"], a["name"]), a["dtype"],
-                                                       None, "scalar")
+                                                       None, "scalar", limit=limits.get(a["name"]))
             self._specs = [by_index.get(i) or self._spec_from_param(i) for i in range(len(self.params))]
         return self._specs
 
@@ -167,8 +168,10 @@ class ParamSpec:
     """One kernel parameter as a call sees it: ``shape`` None for a scalar; ``io`` input/output/inout/unused/scalar;
     ``packed``: a packed sub-byte weight tensor, passed bit for bit (its dtype exactly)."""
 
-    def __init__(self, name: str, dtype: str, shape: list | None, io: str, packed: bool = False):
+    def __init__(self, name: str, dtype: str, shape: list | None, io: str, packed: bool = False,
+                 limit: int | None = None):
         self.name, self.dtype, self.shape, self.io, self.packed = name, dtype, shape, io, packed
+        self.limit = limit      # an integer scalar tiles compute with: |value| below it (the plan's tile_int_limits)
 
     def describe(self) -> str:
         a = "an" if self.dtype.startswith(("int", "uint")) else "a"
@@ -274,6 +277,10 @@ def _check_scalar(spec: ParamSpec, value):
         if not lo <= int(value) <= hi:
             raise _call_error(spec, f"got {int(value)}, outside [{lo}, {hi}]",
                               f"pass a value in [{lo}, {hi}], or declare the parameter with a wider dtype")
+        if spec.limit is not None and abs(int(value)) >= spec.limit:
+            raise _call_error(spec, f"got {int(value)}: the kernel computes with it on tiles in float32, exact for "
+                              f"integers only below {spec.limit} (2^{spec.limit.bit_length() - 1}) in magnitude",
+                              f"pass a value below {spec.limit}, or compute with it per block (outside T.Parallel)")
         return int(value)
     try:
         struct.pack("<f", float(value))     # OverflowError: finite, but beyond float32's range

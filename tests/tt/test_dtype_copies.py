@@ -144,3 +144,45 @@ def test_computed_buffer_written_to_another_dtype(buf_dtype, t_out, scope):
     y = torch.full((M, N), float("nan"), dtype=TORCH[t_out])
     kernel(x, y)
     assert torch.equal(y.float(), x.float() * 2), (y.float() - x.float() * 2).abs().max()
+
+
+def _float16_fragment_copy(out_dtype):
+    """fp32 tensor -> float32 fragment -> float16 fragment -> ``out_dtype`` tensor."""
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float32"), O: T.Tensor((32, 32), out_dtype)):
+        with T.Kernel(1) as bx:
+            f = T.alloc_fragment((32, 32), "float32")
+            g = T.alloc_fragment((32, 32), "float16")
+            T.copy(A, f)
+            T.copy(f, g)
+            T.copy(g, O)
+    return k
+
+
+def _compile_recording(func):
+    import warnings
+
+    from tilelang_tt import TTPrecisionWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernel = tilelang.compile(func, target="tt")
+    return kernel, [str(w.message) for w in caught if issubclass(w.category, TTPrecisionWarning)]
+
+
+def test_float16_fragment_read_back_unrounded_is_warned():
+    """A float16 fragment compute writes is held as Float32 (0.81 has no float16 rounding in an fp32 DST): copied
+    to a float16 tensor the host rounds it (exact, no warning); read back as float32 it keeps float32's values
+    (70000 stays 70000 where a GPU gives inf), which the plan and a TTPrecisionWarning say."""
+    a = torch.tensor([70000.0, 0.1, 65519.0, 1e-9] * 8)[None, :].repeat(32, 1)
+    kernel, warned = _compile_recording(_float16_fragment_copy("float16"))
+    assert warned == [] and "float16_held" not in kernel.plan["precision"]
+    o = torch.zeros(32, 32, dtype=torch.float16)
+    kernel(a, o)
+    assert torch.equal(o, a.half())
+    kernel, warned = _compile_recording(_float16_fragment_copy("float32"))
+    assert kernel.plan["precision"]["float16_held"] == ["g"]
+    assert len(warned) == 1 and "float16 tile buffers g hold the float32 values compute wrote, unrounded" in warned[0]
+    o = torch.zeros(32, 32)
+    kernel(a, o)
+    assert torch.equal(o, a)      # what the warning says: the float32 values

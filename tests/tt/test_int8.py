@@ -176,3 +176,41 @@ def test_cli_run_reads_and_draws_int8(tmp_path, capsys):
     b = np.load(out / "B.npy")
     assert a.dtype == np.int8 and int(a.min()) == -128 and int(a.max()) == 127
     assert np.array_equal(b, a.astype(np.float32))
+
+
+def int8_gemm(K, block_k=128):
+    @T.prim_func
+    def k(A: T.Tensor((32, K), "int8"), B: T.Tensor((K, 32), "int8"), C: T.Tensor((32, 32), "int32")):
+        with T.Kernel(1) as bx:
+            As = T.alloc_shared((32, block_k), "int8")
+            Bs = T.alloc_shared((block_k, 32), "int8")
+            acc = T.alloc_fragment((32, 32), "int32")
+            T.clear(acc)
+            for kk in T.Pipelined(K // block_k, num_stages=2):
+                T.copy(A[0, kk * block_k], As)
+                T.copy(B[kk * block_k, 0], Bs)
+                T.gemm(As, Bs, acc)
+            T.copy(acc, C)
+    return k
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_int8_gemm_into_int32_exact_below_2_24(arch):
+    """int8 x int8 -> int32: bf16 operands (exact) and a float32 DST, exact while every sum stays below 2^24
+    (K = 512 products of at most 128 x 128)."""
+    kernel = tilelang.compile(int8_gemm(512), target={"kind": "tt", "arch": arch})
+    a = torch.full((32, 512), 127, dtype=torch.int8)
+    a[1::2] = torch.randint(-127, 128, (16, 512), dtype=torch.int8)
+    b = torch.full((512, 32), 127, dtype=torch.int8)
+    b[:, 1::2] = torch.randint(-127, 128, (512, 16), dtype=torch.int8)
+    c = torch.zeros(32, 32, dtype=torch.int32)
+    kernel(a, b, c)
+    assert torch.equal(c, (a.long() @ b.long()).int())
+
+
+def test_int8_gemm_sums_beyond_2_24_are_refused():
+    """K = 1280 of int8 products may reach 20971520: float32 accumulation would round it (CUDA's int32 MMA does
+    not), so the accumulator's bound (K x 128 x 128 over the loop's trips) is refused."""
+    with pytest.raises(TTUnsupportedError, match=r"T.gemm of int8 x int8 into int32 may add up to 20971520 in "
+                                                  r"magnitude: TT accumulates in float32, exact only below 2\^24"):
+        tilelang.compile(int8_gemm(1280), target="tt")

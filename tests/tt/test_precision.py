@@ -563,9 +563,10 @@ def test_fp16_fragment_keeps_fp16_bits_through_updates():
     np.testing.assert_array_equal(c.numpy(), (a.double() @ b.double()).float().numpy())
     f = next(cb for cb in kernel.plan["cbs"] if cb["name"] == "f")
     assert f["format"] == "Float32"          # the float16 fragment, held as Float32
-    assert len(warned) == 1 and warned[0].count("\n  - ") == 1 and "\n  - a matmul (T.gemm, or the selection " \
+    assert len(warned) == 1 and warned[0].count("\n  - ") == 2 and "\n  - a matmul (T.gemm, or the selection " \
         "matmul moving stride-2 columns) reads its in0, float16 values compute wrote and holds as float32, " \
         "truncated to float16" in warned[0]    # in1 split: nothing else
+    assert "\n  - float16 tile buffers f hold the float32 values compute wrote, unrounded" in warned[0]    # updates
     assert "float16_pack" not in kernel.plan["precision"]
 
 
@@ -590,7 +591,11 @@ def test_fp16_fragment_read_truncated_is_warned():
         "a matmul (T.gemm, or the selection matmul moving stride-2 columns) reads its in0, float16 values compute "
         "wrote and holds as float32, truncated to float16 (SrcA/SrcB hold FP16) where a GPU rounds each store to the "
         "nearest: one float16 ulp at most (relative 2^-10) per element; allow_fp16_reduced=True "
-        "(T.annotate_tt_compute) accepts this"]]
+        "(T.annotate_tt_compute) accepts this",
+        "float16 tile buffers f hold the float32 values compute wrote, unrounded (0.81 has no float16 rounding in an "
+        "fp32 DST): where a GPU rounds each store to float16 (relative 2^-11; beyond 65504 to inf, below 2^-24 to "
+        "zero), these keep float32's precision and range; declare them float32 to say so, or bfloat16 to round; "
+        "allow_fp16_reduced=True (T.annotate_tt_compute) accepts this"]]
     # the CB the matmul reads: Float16OperandsTT's copy of f for the matmul (its updates read f from DST)
     assert kernel.plan["precision"]["matmul_operands"]["in0"]["truncated"] == "f_mm"
     _, accepted = _compile_recording(fp16_fragment_gemm((0.3, 0.0), (1.0, 0.0)),

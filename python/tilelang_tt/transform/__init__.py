@@ -8,6 +8,7 @@ from .grid_to_persistent import GridToPersistentTT
 from .copied_elements import CopiedElementsTT
 from .copy_windows import CopyWindowsTT
 from .global_order import GlobalOrderTT
+from .tile_int_range import TileIntRangeTT
 from .inline_index_lets import InlineIndexLetsTT
 from .memory_space_lower import MemorySpaceLowerTT
 from .merge_branches import MergeBranchesTT
@@ -24,7 +25,7 @@ from .tensorize import TensorizeTT
 from .tile_pad import TilePadTT
 from .unpack_weights import UnpackWeightsTT
 
-__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "CopiedElementsTT", "CopyWindowsTT", "GlobalOrderTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
+__all__ = ["ForwardScalarsTT", "InlineIndexLetsTT", "CopiedElementsTT", "CopyWindowsTT", "GlobalOrderTT", "TileIntRangeTT", "MergeBranchesTT", "PredicateParallelTT", "ParallelFissionTT", "ColumnReadsTT", "InterleavedColumnsTT", "UnpackWeightsTT", "SDPAFusionTT", "SuperBlockTT",
            "RowStreamTT", "GridToPersistentTT", "TTShardToCoreMap", "TilePadTT", "StoreCopiesTT", "Float16OperandsTT",
            "MemorySpaceLowerTT", "TensorizeTT",
            "EliminateDeadValuesTT", "StreamBandsTT"]

@@ -349,10 +349,15 @@ def is_scalar(e) -> bool:
     e = strip_cast(e)
     if isinstance(e, (tirx.FloatImm, tirx.IntImm)) or _element_load(e):
         return True
-    found = []
-    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n)
-                                       if isinstance(n, (tirx.BufferLoad, tirx.Call)) else None)
-    return all(_element_load(n) for n in found) and (isinstance(e, tirx.Var) or not e.dtype.startswith(("float", "bfloat")))
+    found, floats = [], []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n) if isinstance(
+        n, (tirx.BufferLoad, tirx.Call)) else floats.append(n) if isinstance(n, tirx.PrimExpr) and str(
+            n.dtype).startswith(("float", "bfloat")) else None)
+    # integer elements of tensors (index_load) may take part: the RISC-V computes with them in int32; a float value
+    # (a float element or parameter, a float constant) only as a scalar of its own, never inside an expression
+    integer_elements = all(_element_load(n) and str(n.dtype).startswith(("int", "uint")) for n in found)
+    return integer_elements and not floats and not e.dtype.startswith(("float", "bfloat")) or \
+        isinstance(e, tirx.Var)
 
 
 def _element_load(e) -> bool:

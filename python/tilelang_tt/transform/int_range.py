@@ -16,6 +16,7 @@ from __future__ import annotations
 import tvm
 from tvm import arith, tirx
 
+from .. import attrs
 from ..device import INDEX_FORMATS, INT_AS_FLOAT_LIMIT, TILE_INT_AS_FLOAT
 from ..errors import TTUnsupportedError
 from .common import TileOps, decode_region, describe, is_global, stmt_children, tile_op_call
@@ -35,6 +36,8 @@ def check_int_ranges(func: tirx.PrimFunc, src: str) -> None:
         if isinstance(stmt, tirx.SeqStmt):
             for s in stmt.seq:
                 walk(s, loops)
+        elif isinstance(stmt, tirx.For) and attrs.PERSISTENT_LOOP in stmt.annotations:
+            walk(stmt.body, loops)      # a core's blocks: each block's values are its own
         elif isinstance(stmt, tirx.For):
             walk(stmt.body, {**loops, stmt.loop_var: (stmt.min, stmt.extent)})
         elif isinstance(stmt, tirx.BufferStore):
@@ -45,22 +48,8 @@ def check_int_ranges(func: tirx.PrimFunc, src: str) -> None:
             ranges[stmt.var] = stmt.value
         elif isinstance(stmt, tirx.Evaluate):
             call = tile_op_call(stmt)
-            if call is None:
-                return
-            if call.op.same_as(TileOps.fill):
-                dst = decode_region(call.args[0], src).buffer
-                if str(dst.dtype) in TILE_INT_AS_FLOAT:
-                    stores.append((dst, call.args[1], loops, stmt))
-            elif call.op.same_as(TileOps.reduce) or call.op.same_as(TileOps.copy):
-                a, b = (decode_region(x, src).buffer for x in call.args[:2])
-                if str(b.dtype) in TILE_INT_AS_FLOAT:
-                    if call.op.same_as(TileOps.reduce) and str(call.args[2].value) not in ("max", "min", "absmax"):
-                        raise TTUnsupportedError(
-                            f"T.reduce_{call.args[2].value} into int32 tile buffer {b.name}: int32 tiles compute in "
-                            f"Float32, exact only below 2^24, and a sum has no bound", construct=describe(stmt),
-                            source=src, fix="reduce a float32 copy of the values (T.reduce_sum keeps float32 "
-                                            "precision) and convert where it is stored")
-                    stores.append((b, tirx.BufferLoad(a, [0] * len(a.shape)), loops, stmt))
+            if call is not None:
+                stores.extend(_tile_op_stores(call, stmt, loops, src))
         else:
             for child in stmt_children(stmt):
                 walk(child, loops)
@@ -86,6 +75,61 @@ def check_int_ranges(func: tirx.PrimFunc, src: str) -> None:
     raise TTUnsupportedError(f"the values of int32 tile buffer {stores[0][0].name} grow with every iteration",
                              construct=describe(stores[0][3]), source=src,
                              fix="int32 tiles compute in Float32, exact only below 2^24: keep them bounded")
+
+
+def _tile_op_stores(call, stmt, loops, src) -> list:
+    """The (buffer, value, loops, statement) a tile operator stores into an int32 tile buffer."""
+    if call.op.same_as(TileOps.fill):
+        dst = decode_region(call.args[0], src).buffer
+        return [(dst, call.args[1], loops, stmt)] if str(dst.dtype) in TILE_INT_AS_FLOAT else []
+    if call.op.same_as(TileOps.gemm):
+        c = decode_region(call.args[2], src).buffer
+        if str(c.dtype) not in TILE_INT_AS_FLOAT:
+            return []
+        return [(c, tirx.IntImm("int64", _gemm_bound(call, loops, stmt, src)), loops, stmt)]
+    if not (call.op.same_as(TileOps.reduce) or call.op.same_as(TileOps.copy)):
+        return []
+    a, b = (decode_region(x, src).buffer for x in call.args[:2])
+    if str(b.dtype) not in TILE_INT_AS_FLOAT:
+        return []
+    if call.op.same_as(TileOps.reduce) and str(call.args[2].value) not in ("max", "min", "absmax"):
+        raise TTUnsupportedError(
+            f"T.reduce_{call.args[2].value} into int32 tile buffer {b.name}: int32 tiles compute in "
+            f"Float32, exact only below 2^24, and a sum has no bound", construct=describe(stmt),
+            source=src, fix="reduce a float32 copy of the values (T.reduce_sum keeps float32 "
+                            "precision) and convert where it is stored")
+    return [(b, tirx.BufferLoad(a, [0] * len(a.shape)), loops, stmt)]
+
+
+# The largest magnitude of an integer operand dtype a T.gemm multiplies (-128: an int8 tensor stored as Int8)
+_GEMM_OPERAND_MAX = {"int8": 128, "uint8": 255}
+
+
+def _gemm_bound(call, loops, stmt, src) -> int:
+    """The largest magnitude an integer T.gemm's int32 accumulator reaches: K products per call, of operands at most
+    their dtype's magnitude, accumulated over every iteration of the loops around it (trip counts known); the FPU
+    accumulates in float32, exact below 2^24."""
+    a, b = (decode_region(x, src).buffer for x in call.args[:2])
+    what = describe(stmt)
+    if not all(str(x.dtype) in _GEMM_OPERAND_MAX for x in (a, b)):
+        raise TTUnsupportedError(f"an int32 T.gemm accumulator of {a.dtype} x {b.dtype} operands", construct=what,
+                                 source=src, fix="multiply int8 / uint8 operands into int32, or float operands into "
+                                                 "float32")
+    total = int(call.args[7]) * _GEMM_OPERAND_MAX[str(a.dtype)] * _GEMM_OPERAND_MAX[str(b.dtype)]
+    for var, (_, extent) in loops.items():
+        if not isinstance(extent, tirx.IntImm):
+            raise TTUnsupportedError(
+                f"an int32 T.gemm accumulator inside the loop over {var.name}, whose trip count is not a constant: "
+                "int32 accumulators add up in float32, exact only below 2^24", construct=what, source=src,
+                fix="give the loop a constant trip count, or accumulate in float32")
+        total *= int(extent)
+    if total >= INT_AS_FLOAT_LIMIT:
+        raise TTUnsupportedError(
+            f"T.gemm of {a.dtype} x {b.dtype} into int32 may add up to {total} in magnitude: TT accumulates in "
+            "float32, exact only below 2^24", construct=what, source=src,
+            fix="split K so each int32 accumulator sums fewer products (K x 128 x 128 below 2^24 for int8: K below "
+                "1024), and add the partial results as float32 or in a second kernel")
+    return total
 
 
 def _reads_tensor(stmt) -> bool:

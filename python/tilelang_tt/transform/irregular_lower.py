@@ -120,10 +120,11 @@ class IrregularLower:
         ``index_load(tensor, row, col, cb)``: the reader reads the element into ``<tensor>_cidx`` (Int32, one page)
         and hands it to compute, which reads it from L1 (``read_tile_value``); a writer with stores in ``body``
         reads it through its own index CB."""
-        stores = []
+        stores = []     # the body's writes to tensors (a T.copy out, or a T.Parallel store) make the writer branch too
         tirx.stmt_functor.post_order_visit(body, lambda n: stores.append(n) if (
             (c := tile_op_call(n)) is not None and c.op.same_as(TileOps.copy)
-            and is_global(decode_region(c.args[1], self.src).buffer)) else None)
+            and is_global(decode_region(c.args[1], self.src).buffer)
+            or isinstance(n, tirx.BufferStore) and is_global(n.buffer)) else None)
 
         def post(node):
             if not isinstance(node, tirx.BufferLoad):

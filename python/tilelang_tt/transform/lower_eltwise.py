@@ -497,8 +497,14 @@ class _Eval:
     def compare(self, e, out) -> Dst:
         a, b = _strip_exact(e.a), _strip_exact(e.b)
         cmp = _COMPARE[type(e)]
-        if is_scalar(a) and is_scalar(b):
+        if is_scalar(a) and is_scalar(b) and const_value(a) is not None and const_value(b) is not None:
             raise TTUnsupportedError(f"a comparison of two constants `{e}`", construct=self.note, source=self.lw.src)
+        if is_scalar(a) and is_scalar(b):     # run-time scalars (a tensor element against 0): the first fills a tile
+            v = self.fill(out, a) if const_value(a) is None else self.fill(out, b)
+            if const_value(a) is not None:
+                cmp = _FLIP[cmp]
+            self.unary(out, f"unary_{cmp}_tile", v, self.bits(b if const_value(a) is None else a))
+            return v
         if is_scalar(a) or is_scalar(b):
             if is_scalar(a):        # s < x  <=>  x > s
                 a, b, cmp = b, a, _FLIP[cmp]

@@ -60,6 +60,26 @@ def logical_as_selects(expr):
 _BITWISE = {k: tvm.ir.Op.get(f"tirx.bitwise_{k}") for k in ("and", "or", "xor")}
 
 
+def truncating_divisions(expr):
+    """Integer ``T.truncdiv(a, c)`` / ``T.truncmod(a, c)`` (C's ``/`` and ``%``) by a positive constant ``c`` as floor
+    divisions, which the tiles compute exactly: ``a >= 0 ? a // c : -((-a) // c)`` and ``a - c * truncdiv(a, c)``.
+    Other integer divisions are left for TensorizeTT to refuse."""
+    def divisor(node) -> bool:
+        return node.dtype.startswith("int") and isinstance(node.b, tirx.IntImm) and int(node.b.value) > 0
+
+    def trunc(a, b):
+        return tirx.Select(a >= 0, tirx.FloorDiv(a, b), tirx.FloorDiv(-a, b) * -1)
+
+    def post(node):
+        if isinstance(node, tirx.Div) and divisor(node):
+            return trunc(node.a, node.b)
+        if isinstance(node, tirx.Mod) and divisor(node):
+            return node.a - trunc(node.a, node.b) * node.b
+        return None
+
+    return tirx.stmt_functor.ir_transform(tirx.Evaluate(expr), None, post, ["tirx.Div", "tirx.Mod"]).value
+
+
 def fold_constants(expr):
     """Float arithmetic between constants (``T.float32(1.0) / T.Cast("float32", D)``, ``-T.infinity("float")``)
     as one constant."""
@@ -314,7 +334,8 @@ class ParallelLower:
         nest = _Nest(store, what, note, vars_, {lp.loop_var: int(lp.extent) for lp in loops})
         value, loaded = self.read_operands(nest, self.check_indices(nest))
         value = self.index_values(value, nest.dst_dims, vars_, what)
-        value = logical_as_selects(fold_constants(tirx.stmt_functor.substitute(value, self.scalars)))
+        value = logical_as_selects(truncating_divisions(
+            fold_constants(tirx.stmt_functor.substitute(value, self.scalars))))
         dst = self.nest_operand(nest, store.buffer, store.indices, True)
         self.inherit_place(store, dst, loaded, what)
         value, loaded = self.realign_broadcasts(nest, value, loaded, dst)
