@@ -80,16 +80,25 @@ def print_body(body: list, cb_vars: dict, level: int = 1) -> str:
 
 def element_vars(body: list) -> list:
     """The variables ``Let`` binds to a tensor's elements (read from L1: ``index_value``, ``tile_value``) or to
-    values that may be negative because of them, in program order: signed for the printer (``cexpr``)."""
+    values computed from them that may be negative, in program order: signed for the printer (``cexpr``); the
+    kernels' own variables stay unsigned."""
     signed: list = []
     for n, _ in walk(body):
         if isinstance(n, Let):
             with signed_vars(signed):
                 read = isinstance(n.value, tirx.Call) and n.value.op.same_as(TTOps.index_value) or \
                     isinstance(n.value, tirx.Call) and n.value.op.same_as(TTOps.tile_value)
-                if read or isinstance(n.value, tirx.PrimExpr) and not nonneg(n.value):
+                derived = isinstance(n.value, tirx.PrimExpr) and not nonneg(n.value) and _reads_any(n.value, signed)
+                if read or derived:
                     signed.append(n.var)
     return signed
+
+
+def _reads_any(e, variables) -> bool:
+    found = []
+    tirx.stmt_functor.post_order_visit(tirx.Evaluate(e), lambda n: found.append(n) if isinstance(n, tirx.Var) and any(
+        n.same_as(v) for v in variables) else None)
+    return bool(found)
 
 
 def _print(body, cb_vars, level, lines, last_note):

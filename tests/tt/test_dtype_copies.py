@@ -186,3 +186,29 @@ def test_float16_fragment_read_back_unrounded_is_warned():
     o = torch.zeros(32, 32)
     kernel(a, o)
     assert torch.equal(o, a)      # what the warning says: the float32 values
+
+
+@pytest.mark.parametrize("kind", ["min", "absmax"])
+@pytest.mark.parametrize("dim", [1, 0])
+def test_float16_extrema_are_exact(kind, dim):
+    """``T.reduce_min`` / ``T.reduce_absmax`` of a float16 fragment negate / take |x| into a scratch CB first: a
+    Float16 one would be packed from the fp32 DST through bfloat16 (8 significant bits); it is Float32, so the
+    selected value is the input's own (the FPU reads it as FP16, exactly)."""
+    reduce = {"min": T.reduce_min, "absmax": T.reduce_absmax}[kind]
+    n = 32 if dim == 1 else 64
+
+    @T.prim_func
+    def k(X: T.Tensor((32, 64), "float16"), O: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_fragment((32, 64), "float16")
+            r = T.alloc_fragment((n,), "float32")
+            T.copy(X, s)
+            reduce(s, r, dim=dim)
+            T.copy(r, O)
+
+    kernel, warned = _compile_recording(k)
+    torch.manual_seed(1)
+    x, o = (torch.randn(32, 64) * 3).half(), torch.zeros(n)
+    kernel(x, o)
+    ref = x.float().amin(dim) if kind == "min" else x.float().abs().amax(dim)
+    assert torch.equal(o, ref) and warned == []

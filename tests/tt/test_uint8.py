@@ -236,3 +236,26 @@ def test_emulator_catches(case, tmp_path, seeded_bases):
     path.write_text(text.replace(old, new))
     with pytest.raises(TTSimError, match=message):
         emulator.run(broken, kernel.plan, dict(enumerate(tensors)), timeout_s=120)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_uint8_mask_compared_with_an_integer(arch):
+    """``Mk[i, j] != 0`` / ``> 100``: TileLang widens the uint8 to int32 to compare with the literal; every uint8
+    is exact as a float, so the comparison runs on the typecast tile."""
+    @T.prim_func
+    def k(X: T.Tensor((64, 64), "bfloat16"), Mk: T.Tensor((64, 64), "uint8"), O: T.Tensor((64, 64), "float32"),
+          P: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2) as bx:
+            for i, j in T.Parallel(32, 64):
+                O[bx * 32 + i, j] = T.if_then_else(Mk[bx * 32 + i, j] != 0, T.Cast("float32", X[bx * 32 + i, j]), -1.0)
+            for i, j in T.Parallel(32, 64):
+                P[bx * 32 + i, j] = T.if_then_else(Mk[bx * 32 + i, j] > 100, 1.0, 0.0)
+
+    kernel = tilelang.compile(k, target={"kind": "tt", "arch": arch})
+    torch.manual_seed(0)
+    x, mk = torch.randn(64, 64).bfloat16(), torch.randint(0, 256, (64, 64), dtype=torch.uint8)
+    mk[0, :3] = torch.tensor([0, 100, 101], dtype=torch.uint8)
+    o, p = torch.zeros(64, 64), torch.zeros(64, 64)
+    kernel(x, mk, o, p)
+    assert torch.equal(o, torch.where(mk != 0, x.float(), torch.tensor(-1.0)))
+    assert torch.equal(p, (mk > 100).float())

@@ -153,7 +153,13 @@ class _Tensorizer:
         if int_load(expr) and self.cb[expr.buffer.name].dtype in TILE_INT_AS_FLOAT and \
                 self.cb[dst].dtype in TILE_INT_AS_FLOAT:
             return      # an int32 tensor's values (below 2^24, checked at the call) into an int32 / bool fragment
+        compared = []       # `Mask[i, j] != 0`: TileLang widens the uint8 to int32 to compare; exact as a float
+        walk(tirx.Evaluate(expr), lambda n: compared.extend(
+            x for x in (n.a, n.b) if isinstance(x, tirx.Cast) and int_load(x.value)) if isinstance(n, _COMPARISONS)
+            else None)
         for c in casts:
+            if any(c.same_as(x) for x in compared):
+                continue
             if not str(c.dtype).startswith(("float", "bfloat")):
                 raise TTUnsupportedError(
                     f"{c.value.buffer.name} ({c.value.buffer.dtype}) is cast to {c.dtype}: TT converts integer "
@@ -352,11 +358,14 @@ class _Tensorizer:
         return free[0]
 
     def scratch(self, name: str, like: str) -> int:
-        """A compute-owned CB shaped like ``like`` (same format); returns its index."""
+        """A compute-owned CB shaped like ``like`` (same format; Float32 for a Float16 one with an fp32 DST, whose
+        pack would keep only bf16's 8 significant bits: TT_KERNEL_PATTERNS 5b); returns its index."""
         if name in self.cb:
             return self.cb[name].index
         index = self.free_cb_index(name, name)
         src = self.cb[like]
+        if src.format == "Float16" and self.fp32_acc:
+            src = src.replace(format="Float32", dtype="float32", page_size=data_format("float32").tile_bytes)
         self.cb[name] = src.replace(index=index, role="scratch", producer=["compute"], consumer=["compute"],
                                     depth_blocks=1, num_pages=src.block_tiles,
                                     bytes=src.block_tiles * int(src.page_size))
