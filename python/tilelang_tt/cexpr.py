@@ -92,12 +92,13 @@ def _signed(e, names) -> str:
 
 def _signed_op(e, names) -> str | None:
     """A sign-reading operation with an operand that may be negative, in int32_t; None when none may be."""
-    pairs = [*((c, s) for c, s in _CMP.items() if c not in (tirx.EQ, tirx.NE)),     # == and != read bits alike
-             (tirx.Min, "min"), (tirx.Max, "max"), (tirx.FloorDiv, "/"), (tirx.FloorMod, "%"),
+    pairs = [*_CMP.items(), (tirx.Min, "min"), (tirx.Max, "max"), (tirx.FloorDiv, "/"), (tirx.FloorMod, "%"),
              (tirx.Div, "trunc/"), (tirx.Mod, "trunc%")]
     kind = next((sym for cls, sym in pairs if isinstance(e, cls)), None)
     if kind is None or (nonneg(e.a) and nonneg(e.b)):
         return None
+    if kind in ("==", "!=") and not any(_negative_constant(x) for x in (e.a, e.b)):
+        return None     # == and != read the bits alike: uint32 unless a side is a negative literal
     a, b = _signed(e.a, names), _signed(e.b, names)
     if kind in ("min", "max"):
         return f"({a} {'<' if kind == 'min' else '>'} {b} ? {a} : {b})"
@@ -112,6 +113,10 @@ def _signed_op(e, names) -> str | None:
     if kind == "/":     # toward negative infinity
         return f"({a} >= 0 ? {a} / {d} : -(({d - 1} - {a}) / {d}))"
     return f"(({a} % {d} + {d}) % {d})"
+
+
+def _negative_constant(e) -> bool:
+    return isinstance(e, tirx.IntImm) and int(e.value) < 0
 
 
 def cexpr(e, names: dict | None = None, prec: int = 0) -> str:

@@ -151,3 +151,22 @@ def test_scalar_and_dimension_computed_on_tiles_are_bounded_at_the_call():
     with pytest.raises(TTCallError, match=r"m = 4194304: the kernel computes with it on tiles in float32, exact for "
                                           r"these integers only below 4194304 \(2\^22\) in magnitude"):
         kernel(torch.zeros(rows, 32), torch.zeros(rows, 32), 0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_branch_on_equality_with_a_negative_literal(arch):
+    """``if S[bx] == -1`` (a sentinel): the element compared signed with the literal (the kernels compile under
+    -Wall -Werror: no signed / unsigned comparison)."""
+    @T.prim_func
+    def k(X: T.Tensor((8 * 32, 32), "float32"), S: T.Tensor((8,), "int32"), O: T.Tensor((8 * 32, 32), "float32")):
+        with T.Kernel(8) as bx:
+            xs = T.alloc_fragment((32, 32), "float32")
+            if S[bx] == -1:
+                T.copy(X[bx * 32, 0], xs)
+                T.copy(xs, O[bx * 32, 0])
+
+    kernel = tilelang.compile(k, target={"kind": "tt", "arch": arch})
+    s = torch.tensor(S_VALUES, dtype=torch.int32)
+    x, o = torch.randn(256, 32), torch.full((256, 32), 7.0)
+    kernel(x, s, o)
+    assert torch.equal(o, torch.where(s.repeat_interleave(32)[:, None] == -1, x, torch.tensor(7.0)))
