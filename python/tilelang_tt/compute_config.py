@@ -287,35 +287,35 @@ def _matmul_operands(body, program, src: str, fidelity: str) -> dict:
 
 
 def _float16_held(body: list, program) -> list[str]:
-    """The float16 tile buffers compute writes and reads back other than through a matmul (whose SrcA/SrcB take
-    them as FP16): held as Float32, their values are the unrounded float32 ones (0.81 has no float16 rounding in an
-    fp32 DST)."""
+    """The float16 tile buffers compute writes and reads back into a value it packs elsewhere than where float16
+    rounding happens (a Float16 CB, or float16 results the host rounds from Float32 pages) or a matmul operand (whose
+    SrcA/SrcB take them as FP16: ``matmul_operands`` ``truncated``): held as Float32, their values are the unrounded
+    float32 ones (0.81 has no float16 rounding in an fp32 DST). A DST slot carries the buffer it was computed from."""
     from .intrinsics import CALLS
-    from .ttir import CB
+    from .ttir import CB, Dst
 
     def held(name: str) -> bool:
         cb = program.cbs.get(name)
         return cb is not None and cb.dtype == "float16" and cb.fmt == "Float32" and "compute" in cb.producer
 
-    out, copied = set(), {}     # copied: DST slot -> the held CB a copy_tile put there unchanged
+    matmul_operands = {a.name for c in body if c.op in ("matmul_tiles", "matmul_block") for a in c.args
+                       if isinstance(a, CB)}
+    out, origin = set(), {}     # origin: DST slot -> the held CB its value comes from
     for c in body:
-        spec = CALLS.get(c.op)
-        if c.op == "copy_tile" and held(c.args[0].name):
-            copied[str(c.args[2])] = c.args[0].name
+        if c.op not in CALLS or c.op in ("matmul_tiles", "matmul_block"):
             continue
-        if c.op == "pack_tile":      # a held value packed unchanged into a float16 CB (a T.copy) stays float16
-            name = copied.pop(str(c.args[0]), None)
-            dest = next(a for a in c.args if isinstance(a, CB))
-            if name is not None and program.cbs[dest.name].dtype != "float16":
+        cbs = [a.name for a in c.args if isinstance(a, CB)]
+        slots = [str(a.slot) for a in c.args if isinstance(a, Dst)]
+        if c.op == "pack_tile":
+            name = origin.get(slots[0]) if slots else None
+            dest = program.cbs[cbs[0]]
+            rounds = dest.fmt == "Float16" or dest.dtype == "float16" and "writer" in dest.consumer
+            if name is not None and not rounds and cbs[0] not in matmul_operands:
                 out.add(name)
             continue
-        if spec is None or spec.kind != "op" or c.op in ("matmul_tiles", "matmul_block"):
-            continue
-        for a in c.args:     # an operation on a slot a copy filled: arithmetic on the held value
-            name = copied.pop(str(a), None) if not isinstance(a, CB) else None
-            if name is not None:
-                out.add(name)
-        out |= {a.name for a in c.args if isinstance(a, CB) and held(a.name)}
+        source = next((n for n in cbs if held(n)), None) or next((origin[s] for s in slots if s in origin), None)
+        if source is not None and slots:
+            origin[slots[-1] if c.op == "copy_tile" else slots[0]] = source
     return sorted(out)
 
 

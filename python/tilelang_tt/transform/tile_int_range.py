@@ -107,6 +107,8 @@ class _Bounds:
         if isinstance(e, tirx.BufferLoad):
             return self.load_bound(e)
         if not self.per_element(e):       # a block value: exact in int32, converted once
+            if not str(e.dtype).startswith(("int", "uint")):
+                return None     # made a float where the kernel says so (T.Cast): rounded as a GPU rounds it
             self.note_scalars(e)
             bound = self.bound(e, []) if str(e.dtype).startswith(("int", "uint")) and self.bounded(e) else None
             if bound is not None and bound >= INT_AS_FLOAT_LIMIT:
