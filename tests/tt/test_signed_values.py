@@ -170,3 +170,28 @@ def test_branch_on_equality_with_a_negative_literal(arch):
     x, o = torch.randn(256, 32), torch.full((256, 32), 7.0)
     kernel(x, s, o)
     assert torch.equal(o, torch.where(s.repeat_interleave(32)[:, None] == -1, x, torch.tensor(7.0)))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_float_elements_compared_in_a_forwarded_scalar(arch):
+    """An alloc_local counter of negative weights (``loc[0] += T.if_then_else(W[t] < 0, 1.0, 0.0)`` over an
+    unrolled loop) forwarded into a T.Parallel: each ``W[t] < 0`` compares a float element with a constant on a
+    filled tile (it ended in a raw C++ printing error), and the running extrema are exact."""
+    @T.prim_func
+    def k(X: T.Tensor((32, 32), "float32"), W: T.Tensor((16,), "float32"), O: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1) as bx:
+            loc = T.alloc_local((2,), "float32")
+            loc[0] = 0.0
+            loc[1] = -T.infinity("float32")
+            for t in T.serial(16):
+                loc[0] = loc[0] + T.if_then_else(W[t] < 0, 1.0, 0.0)
+                loc[1] = T.max(loc[1], W[t])
+            for i, j in T.Parallel(32, 32):
+                O[i, j] = X[i, j] + loc[0]
+                O[i, 32 + j] = X[i, j] * loc[1]
+
+    kernel = tilelang.compile(k, target={"kind": "tt", "arch": arch})
+    torch.manual_seed(5)
+    x, w, o = torch.randn(32, 32), torch.randn(16), torch.zeros(32, 64)
+    kernel(x, w, o)
+    assert torch.equal(o, torch.cat([x + (w < 0).sum().float(), x * w.max()], 1))
