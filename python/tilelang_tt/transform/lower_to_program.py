@@ -427,7 +427,8 @@ class LowerToProgram:
                     Call("cb_push_back", (idx_cb, 1), note), Call("cb_wait_front", (idx_cb, 1), note),
                     Call("cb_pop_front", (idx_cb, 1), note)]
 
-        out = {"reader": [*index_calls, Call("cb_reserve_back", (cb, n), note), Call("cb_reserve_back", (scratch, 1), note),
+        out = {"reader": [*index_calls, Call("cb_reserve_back", (cb, n), note),
+                          Call("cb_reserve_back", (scratch, 1), note),
                           *loop("row", rows, row), Call("noc_async_read_barrier", (), note),
                           Call("cb_push_back", (scratch, 1), note), Call("cb_wait_front", (scratch, 1), note),
                           Call("cb_pop_front", (scratch, 1), note), Call("cb_push_back", (cb, n), note)]}

@@ -39,7 +39,7 @@ from tvm.ir import Op, structural_equal
 
 from ..errors import TTUnsupportedError
 from ..records import HostUnpack, put_host_unpack
-from .common import (TileOps, decode_region, describe, is_call_to, is_global, op, prim_func_pass, source_of,
+from .common import (TileOps, decode_region, describe, is_call_to, is_global, op, prim_func_pass, source_of, transform,
                      tile_op_call)
 
 FACTORS = (2, 4, 8)                  # values per byte: int4, int2, int1
@@ -407,22 +407,7 @@ def _rewrite(func, replace, widen, src):
                                allocs, node.match_buffers, node.annotations)
         return None
 
-    errors = []
-
-    def guarded(fn):
-        def run(node):
-            if errors:
-                return None
-            try:
-                return fn(node)
-            except TTUnsupportedError as err:
-                errors.append(err)
-                return None
-        return run
-
-    body = tirx.stmt_functor.ir_transform(func.body, guarded(pre), guarded(post), [])
-    if errors:
-        raise errors[0]
+    body = transform(func.body, post, [], pre)
     bmap = {p: (widen[b.data][0] if b.data in widen else b) for p, b in func.buffer_map.items()}
     return tirx.PrimFunc(func.params, body, func.ret_type, bmap, func.attrs)
 
